@@ -1,0 +1,27 @@
+"""Shared pytest fixtures: paths to the repository and to the real-cluster fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+SHARED_FIXTURES = Path(os.environ.get("CLUSTERCTL_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """The folder of real outputs from real clusters (``../shared/fixtures``).
+
+    Absent on a developer machine: the test skips with the reason. Under CI
+    (``CI=true``) its absence is a failure, so a CI run never silently skips them.
+    """
+    if SHARED_FIXTURES.is_dir():
+        return SHARED_FIXTURES
+    reason = f"real-cluster fixtures not found at {SHARED_FIXTURES} (set CLUSTERCTL_FIXTURES)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + " -- they are required under CI")
+    pytest.skip(reason)
