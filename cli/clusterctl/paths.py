@@ -1,0 +1,34 @@
+"""Where clusterctl's data (roles, templates, stacks, examples) lives: a checkout or the wheel."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+
+@cache
+def data_root() -> Path:
+    """The directory holding ``roles/``, ``templates/``, ``stacks/`` and ``inventory/``.
+
+    Why two places: an installed wheel carries them under ``clusterctl/_data``; an editable
+    install or a checkout has them at the repository root.
+    """
+    packaged = Path(__file__).resolve().parent / "_data"
+    if (packaged / "templates").is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2]
+
+
+def templates_dir() -> Path:
+    """Jinja templates of generated files."""
+    return data_root() / "templates"
+
+
+def roles_dir() -> Path:
+    """The Ansible roles (and ``site.yml`` beside them)."""
+    return data_root() / "roles"
+
+
+def stacks_dir() -> Path:
+    """The Pulumi programs."""
+    return data_root() / "stacks"

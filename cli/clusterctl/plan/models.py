@@ -1,0 +1,381 @@
+"""The plan's data model: concrete facts resolved from a spec, JSON-serializable.
+
+Every renderer, provider, verify and fabric check reads these models. Field names are
+part of ``plan.json``; add fields freely, rename with care.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["controller", "login", "compute"]
+
+
+class PlanModel(BaseModel):
+    """Base of the plan models: unknown keys rejected so plan.json round-trips exactly."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanNode(PlanModel):
+    """One node, fully resolved."""
+
+    hostname: str
+    fqdn: str
+    group: str
+    role: Role
+    hardware: str
+    index: int = Field(description="1-based index within its group")
+    address: str
+    rack: str
+    spare: bool = False
+    burst: bool = False
+    emulated: bool = False
+    gpus: int = 0
+    gpu_model: str | None = None
+    gres_type: str | None = None
+    rails: list[str] = Field(default_factory=list)
+    storage_netdevs: list[str] = Field(default_factory=list)
+    su: int | None = Field(None, description="scalable unit (1-based) for rail-optimized fabrics")
+    leaves: list[str] = Field(default_factory=list, description="leaf switch of each rail, in rail order")
+    topology_switch: str | None = None
+    power_w: int = 0
+    bmc: str | None = None
+    mac: str | None = None
+
+
+class NodeGroupPlan(PlanModel):
+    """A node group as planned."""
+
+    name: str
+    role: Role
+    hardware: str
+    count: int
+    spares: int
+    hosts: str = Field(description="hostlist of every node in the group")
+    active_hosts: str = Field(description="hostlist of the non-spare nodes")
+    burst: bool = False
+
+
+class LeafPlan(PlanModel):
+    """A leaf switch and what is cabled to it."""
+
+    name: str
+    su: int | None = None
+    rack: str | None = None
+    rail: int | None = None
+    ports: list[tuple[str, str]] = Field(
+        default_factory=list, description="(hostname, hca) cabled to this leaf, in port order"
+    )
+
+
+class ScalableUnit(PlanModel):
+    """A rail group: the nodes whose rail i all land on one leaf."""
+
+    index: int
+    name: str
+    hosts: str
+    leaves: list[str]
+
+
+class FabricPlan(PlanModel):
+    """The compute fabric as sized."""
+
+    kind: str
+    layout: str
+    speed_gbps: int
+    radix: int
+    tiers: int
+    su_size: int | None
+    down_ports_per_leaf: int
+    uplinks_per_leaf: int
+    leaf_switches: int
+    spine_switches: int
+    core_switches: int
+    node_links: int
+    leaf_spine_links: int
+    spine_core_links: int
+    oversubscription: float
+    max_endpoints_2tier: int
+    max_endpoints_3tier: int
+    endpoints: int
+    subnet_manager: str = "switch"
+    sharp: bool = False
+    sus: list[ScalableUnit] = Field(default_factory=list)
+    leaves: list[LeafPlan] = Field(default_factory=list)
+
+
+class TopologySwitch(PlanModel):
+    """One line of Slurm's topology.conf (tree)."""
+
+    name: str
+    nodes: str | None = None
+    switches: str | None = None
+
+
+class TopologyBlock(PlanModel):
+    """One block of Slurm's topology/block."""
+
+    name: str
+    nodes: str
+
+
+class SlurmNodeLine(PlanModel):
+    """One NodeName= line of slurm.conf."""
+
+    hosts: str
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory_mb: int
+    gres: str | None = None
+    features: list[str] = Field(default_factory=list)
+    state: Literal["UNKNOWN", "CLOUD"] = "UNKNOWN"
+    weight: int = 1
+
+
+class GresLine(PlanModel):
+    """One NodeName= line of gres.conf."""
+
+    hosts: str
+    name: str = "gpu"
+    type: str
+    count: int
+    file: str
+    autodetect: str | None = Field(None, description="per-node AutoDetect (off for cloud nodes)")
+
+
+class SlurmPartitionPlan(PlanModel):
+    """A partition as rendered."""
+
+    name: str
+    hosts: str
+    default: bool
+    max_time: str
+    max_nodes: int | None = None
+    burst: bool = False
+    suspend_time_s: int | None = None
+
+
+class BurstGroupPlan(PlanModel):
+    """Power-saving settings of an elastic node group."""
+
+    group: str
+    provider: str
+    hosts: str
+    resume_timeout_s: int
+    suspend_time_s: int
+    topology_switch: str
+
+
+class SlurmPlan(PlanModel):
+    """Everything slurm.conf, gres.conf, topology.conf and cgroup.conf need."""
+
+    version: str
+    cluster_name: str
+    controllers: list[str]
+    controller_addresses: list[str]
+    accounting: bool
+    dbd_host: str | None
+    topology: Literal["tree", "block", "none"]
+    switches: list[TopologySwitch] = Field(default_factory=list)
+    blocks: list[TopologyBlock] = Field(default_factory=list)
+    block_sizes: list[int] = Field(default_factory=list)
+    node_lines: list[SlurmNodeLine] = Field(default_factory=list)
+    gres_lines: list[GresLine] = Field(default_factory=list)
+    partitions: list[SlurmPartitionPlan] = Field(default_factory=list)
+    spares: str | None = Field(None, description="hostlist of hot spares (defined, in no partition)")
+    burst: list[BurstGroupPlan] = Field(default_factory=list)
+    slurmd_timeout_s: int = 300
+    container_nodes: bool = False
+    pyxis: bool = False
+    tree_width: int | None = None
+
+
+class LnetNetwork(PlanModel):
+    """An LNet network and the interfaces a node uses for it."""
+
+    net: str
+    interfaces: list[str]
+
+
+class StorageMount(PlanModel):
+    """How one hardware profile mounts a tier (options differ by the profile's NICs)."""
+
+    hardware: str
+    hosts: str
+    options: list[str]
+
+
+class LnetProfile(PlanModel):
+    """LNet networks of one hardware profile."""
+
+    hardware: str
+    hosts: str
+    networks: list[LnetNetwork]
+
+
+class StoragePlan(PlanModel):
+    """A storage tier as mounted on the nodes."""
+
+    name: str
+    kind: Literal["lustre", "weka", "nfs"]
+    mount: str
+    purpose: str
+    fstype: str
+    source: str
+    options: list[str]
+    unit_name: str
+    hosts: str
+    requires_lnet: bool = False
+    mounts: list[StorageMount] = Field(default_factory=list)
+    read_bw: str | None = None
+    write_bw: str | None = None
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+    checkpoint_write_s: float | None = None
+
+
+class NcclSetting(PlanModel):
+    """One /etc/nccl.conf line with the reason it is there."""
+
+    name: str
+    value: str
+    why: str
+
+
+class NcclProfile(PlanModel):
+    """NCCL configuration for one GPU hardware profile."""
+
+    hardware: str
+    gpu_model: str
+    settings: list[NcclSetting]
+    topo_xml: str | None = Field(None, description="name of a topology XML shipped for this profile")
+    job_env: list[NcclSetting] = Field(default_factory=list, description="per-job variables (prolog)")
+
+
+class PowerPlan(PlanModel):
+    """Power sizing."""
+
+    it_kw: float
+    max_rack_kw: float
+    racks: dict[str, float]
+    switches_kw: float
+    assumptions: list[str] = Field(default_factory=list)
+
+
+class GpuPlan(PlanModel):
+    """GPU totals."""
+
+    total: int
+    active: int
+    hbm_gib: float
+    by_model: dict[str, int]
+    peak_bf16_pflops: float
+
+
+class WorkloadPlan(PlanModel):
+    """Sizing of the training run."""
+
+    model_params_b: float
+    train_tokens_t: float
+    target_mfu: float
+    training_flops: float
+    model_state_tib: float
+    min_gpus_for_state: int
+    train_days: float | None
+    checkpoint_tib: float
+    checkpoint_every_min: int
+
+
+class MonitoringPlan(PlanModel):
+    """What is scraped."""
+
+    prometheus: bool
+    prometheus_host: str | None
+    node_exporter_port: int = 9100
+    dcgm_exporter_port: int = 9400
+    node_exporter_targets: list[str] = Field(default_factory=list)
+    dcgm_exporter_targets: list[str] = Field(default_factory=list)
+
+
+class ClusterInfo(PlanModel):
+    """Cluster-wide facts."""
+
+    name: str
+    domain: str
+    os: str
+    os_codename: str
+    provider: str
+    provider_config: dict[str, Any] = Field(default_factory=dict)
+    spec_file: str
+    management_cidr: str
+    gateway: str
+    versions: dict[str, str]
+    container_runtime: str
+    emulated_gpus: bool
+
+
+class Plan(PlanModel):
+    """The resolved cluster."""
+
+    cluster: ClusterInfo
+    nodes: list[PlanNode]
+    groups: list[NodeGroupPlan]
+    fabric: FabricPlan
+    slurm: SlurmPlan
+    storage: list[StoragePlan]
+    lnet: list[LnetProfile] = Field(default_factory=list)
+    nccl: list[NcclProfile]
+    power: PowerPlan
+    gpus: GpuPlan
+    workload: WorkloadPlan | None
+    monitoring: MonitoringPlan
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+
+    def node(self, hostname: str) -> PlanNode:
+        """The node named ``hostname``."""
+        for node in self.nodes:
+            if node.hostname == hostname:
+                return node
+        raise KeyError(hostname)
+
+    def summary(self) -> dict[str, Any]:
+        """The sizing report (what ``clusterctl plan --output json`` prints)."""
+        by_group: dict[str, int] = {g.name: g.count for g in self.groups}
+        by_role: dict[str, int] = {}
+        for node in self.nodes:
+            by_role[node.role] = by_role.get(node.role, 0) + 1
+        fabric = self.fabric.model_dump(exclude={"sus", "leaves"})
+        fabric["sus"] = len(self.fabric.sus)
+        return {
+            "cluster": self.cluster.name,
+            "provider": self.cluster.provider,
+            "nodes": {
+                "total": len(self.nodes),
+                "by_group": by_group,
+                "by_role": by_role,
+                "spares": sum(1 for n in self.nodes if n.spare),
+                "burst": sum(1 for n in self.nodes if n.burst),
+            },
+            "gpus": self.gpus.model_dump(),
+            "fabric": fabric,
+            "power": self.power.model_dump(),
+            "storage": [
+                {
+                    "name": s.name,
+                    "kind": s.kind,
+                    "mount": s.mount,
+                    "purpose": s.purpose,
+                    "read_bw": s.read_bw,
+                    "write_bw": s.write_bw,
+                    **({"checkpoint_write_s": s.checkpoint_write_s} if s.checkpoint_write_s is not None else {}),
+                }
+                for s in self.storage
+            ],
+            "workload": self.workload.model_dump() if self.workload else None,
+            "findings": self.findings,
+        }

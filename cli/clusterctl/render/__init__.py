@@ -1,0 +1,10 @@
+"""Renderers: pure functions from a ``Plan`` to the files of the build directory.
+
+``render_files(plan)`` returns every file (path, text, mode) without touching the disk;
+``write_tree`` writes them. One Jinja environment over ``templates/`` (StrictUndefined,
+sorted iteration) so the same plan always gives a byte-identical tree.
+"""
+
+from clusterctl.render.tree import RenderedFile, render_files, write_tree
+
+__all__ = ["RenderedFile", "render_files", "write_tree"]

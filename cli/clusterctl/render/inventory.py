@@ -1,0 +1,115 @@
+"""The Ansible inventory and group variables: the contract between the render and the roles.
+
+Hosts carry ``clusterctl_*`` facts from the plan; groups exist per role (controller, login,
+compute), per node group (``group_<name>``), per rack (``rack_<rack>``), and for GPU
+nodes (``gpu`` real, ``emulated_gpu`` emulated). group_vars/all.yml pins every version.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from clusterctl.plan.models import Plan, PlanNode
+
+# Ansible forks: one per node up to this cap; beyond it the controller's CPU and SSH
+# connection setup dominate (see README, "Scaling").
+MAX_FORKS = 50
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def container_name(plan: Plan, node: PlanNode) -> str:
+    """Docker container name of a local-provider node (cluster-prefixed, so clusters never clash)."""
+    return f"clusterctl-{plan.cluster.name}-{node.hostname}"
+
+
+def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
+    host: dict[str, Any] = {
+        "clusterctl_address": node.address,
+        "clusterctl_group": node.group,
+        "clusterctl_hardware": node.hardware,
+        "clusterctl_rack": node.rack,
+        "clusterctl_gpus": node.gpus,
+        "clusterctl_emulated_gpus": node.emulated,
+        "clusterctl_spare": node.spare,
+        "clusterctl_burst": node.burst,
+    }
+    if node.gpus:
+        host["clusterctl_gpu_model"] = node.gpu_model
+        host["clusterctl_gres_type"] = node.gres_type
+    if node.rails:
+        host["clusterctl_rails"] = list(node.rails)
+    if node.storage_netdevs:
+        host["clusterctl_storage_netdevs"] = list(node.storage_netdevs)
+    provider = plan.cluster.provider
+    if provider == "local" or (node.burst and node.emulated):
+        host["ansible_connection"] = "community.docker.docker"
+        host["ansible_host"] = container_name(plan, node)
+    else:
+        host["ansible_host"] = node.address
+        host["ansible_user"] = plan.cluster.provider_config.get("ssh_user", "root")
+    return host
+
+
+def inventory(plan: Plan) -> dict[str, Any]:
+    """The inventory (hosts.yml) for ``plan``."""
+    children: dict[str, dict[str, Any]] = {}
+
+    def add(group: str, node: PlanNode) -> None:
+        children.setdefault(group, {"hosts": {}})["hosts"][node.hostname] = None
+
+    hosts: dict[str, Any] = {}
+    for node in plan.nodes:
+        hosts[node.hostname] = _host_vars(plan, node)
+        add(node.role, node)
+        add(f"group_{_safe(node.group)}", node)
+        add(f"rack_{_safe(node.rack)}", node)
+        if node.gpus:
+            add("emulated_gpu" if node.emulated else "gpu", node)
+        if node.burst:
+            add("burst", node)
+        elif node.role == "compute":
+            add("static_compute", node)
+    for group in ("controller", "login", "compute", "gpu", "emulated_gpu", "burst", "static_compute"):
+        children.setdefault(group, {"hosts": {}})
+    return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
+
+
+def group_vars(plan: Plan) -> dict[str, Any]:
+    """group_vars/all.yml: pinned versions and cluster-wide inputs of the roles."""
+    versions = plan.cluster.versions
+    return {
+        "clusterctl_cluster_name": plan.cluster.name,
+        "clusterctl_domain": plan.cluster.domain,
+        "clusterctl_os": plan.cluster.os,
+        "clusterctl_provider": plan.cluster.provider,
+        "clusterctl_container_nodes": plan.slurm.container_nodes,
+        # Files this inventory was rendered with; roles copy them from here.
+        "clusterctl_render_dir": "{{ inventory_dir }}/../..",
+        "clusterctl_versions": dict(sorted(versions.items())),
+        "clusterctl_controllers": list(plan.slurm.controllers),
+        "clusterctl_prometheus_host": plan.monitoring.prometheus_host,
+        "clusterctl_fabric_kind": plan.fabric.kind,
+        "clusterctl_fabric_speed_gbps": plan.fabric.speed_gbps,
+        "clusterctl_subnet_manager": plan.fabric.subnet_manager,
+        "clusterctl_container_runtime": plan.cluster.container_runtime,
+        "clusterctl_slurm_accounting": plan.slurm.accounting,
+        "clusterctl_slurm_dbd_host": plan.slurm.dbd_host,
+        "clusterctl_monitoring": {
+            "prometheus": plan.monitoring.prometheus,
+            "node_exporter": bool(plan.monitoring.node_exporter_targets),
+            "dcgm_exporter": bool(plan.monitoring.dcgm_exporter_targets),
+        },
+        "clusterctl_storage": [
+            {"name": t.name, "kind": t.kind, "mount": t.mount, "unit": t.unit_name, "requires_lnet": t.requires_lnet}
+            for t in plan.storage
+        ],
+    }
+
+
+def forks(plan: Plan) -> int:
+    """Ansible forks for this cluster: one per node, capped."""
+    return max(5, min(len(plan.nodes), MAX_FORKS))

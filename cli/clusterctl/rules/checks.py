@@ -1,0 +1,549 @@
+"""The rules. Each returns findings; codes are stable and documented in the README.
+
+Sources for the facts behind the rules are in ``clusterctl.catalog``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+from clusterctl.catalog.compat import (
+    LAST_NCCL_FOR_CUDA_MAJOR,
+    MIN_CUDA_FOR_ARCH,
+    MIN_DRIVER_FOR_CUDA,
+    MIN_NCCL_FOR_CUDA,
+    OS_SLURM,
+    SLURM_BLOCK_TOPOLOGY,
+    at_least,
+    major_minor,
+    version_tuple,
+)
+from clusterctl.catalog.gpus import GPU_MODELS
+from clusterctl.plan.build import FIRST_HOST_OFFSET, STATE_BYTES_PER_PARAM
+from clusterctl.rules.engine import RuleContext, rule
+from clusterctl.spec.findings import Finding, Level
+from clusterctl.spec.machines import MachinesError, read_machines
+from clusterctl.spec.models import LustreStorage, NfsStorage, WekaStorage
+
+_HOST_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+# --- phase 1: structure ------------------------------------------------------------------------
+
+
+@rule("REF001", "hardware-ref", Level.ERROR, phase=1)
+def hardware_ref(ctx: RuleContext) -> Iterator[Finding]:
+    """Every node group names a hardware profile that exists."""
+    for i, group in enumerate(ctx.spec.nodes):
+        if group.hardware not in ctx.spec.hardware:
+            known = ", ".join(sorted(ctx.spec.hardware))
+            yield hardware_ref.finding(
+                ("nodes", i, "hardware"),
+                f"Node group `{group.group}` uses hardware `{group.hardware}`, which is not defined.",
+                f"Define it under `hardware:` or use one of: {known}.",
+            )
+
+
+@rule("REF002", "partition-groups", Level.ERROR, phase=1)
+def partition_groups(ctx: RuleContext) -> Iterator[Finding]:
+    """Partitions hold compute groups that exist."""
+    roles = {g.group: g.role for g in ctx.spec.nodes}
+    for i, part in enumerate(ctx.spec.slurm.partitions):
+        for j, name in enumerate(part.groups):
+            if name not in roles:
+                yield partition_groups.finding(
+                    ("slurm", "partitions", i, "groups", j),
+                    f"Partition `{part.name}` names node group `{name}`, which does not exist.",
+                    f"Use one of: {', '.join(roles)}.",
+                )
+            elif roles[name] != "compute":
+                yield partition_groups.finding(
+                    ("slurm", "partitions", i, "groups", j),
+                    f"Partition `{part.name}` names `{name}`, a {roles[name]} group; partitions hold compute nodes.",
+                )
+
+
+@rule("NAM001", "unique-names", Level.ERROR, phase=1)
+def unique_names(ctx: RuleContext) -> Iterator[Finding]:
+    """Group, partition, storage names, mount points and hostnames are unique."""
+    spec = ctx.spec
+    checks: list[tuple[str, list[tuple[tuple[str | int, ...], str]]]] = [
+        ("node group", [(("nodes", i, "group"), g.group) for i, g in enumerate(spec.nodes)]),
+        ("partition", [(("slurm", "partitions", i, "name"), p.name) for i, p in enumerate(spec.slurm.partitions)]),
+        ("storage tier", [(("storage", i, "name"), s.name) for i, s in enumerate(spec.storage)]),
+        ("mount point", [(("storage", i, "mount"), s.mount) for i, s in enumerate(spec.storage)]),
+    ]
+    for what, items in checks:
+        seen: set[str] = set()
+        for path, value in items:
+            if value in seen:
+                yield unique_names.finding(path, f"Duplicate {what} `{value}`; each must be unique.")
+            seen.add(value)
+    hosts: dict[str, str] = {}
+    for i, group in enumerate(spec.nodes):
+        for index in range(1, group.count + 1):
+            try:
+                name = group.hostname.format(group=group.group, index=index)
+            except (KeyError, IndexError, ValueError):
+                break
+            if name in hosts:
+                yield unique_names.finding(
+                    ("nodes", i, "hostname"),
+                    f"Hostname `{name}` of group `{group.group}` is also produced by group `{hosts[name]}`.",
+                    "Give the groups different names or hostname patterns.",
+                )
+                break
+            hosts[name] = group.group
+
+
+@rule("NAM002", "dns-safe-hostnames", Level.ERROR, phase=1)
+def dns_safe_hostnames(ctx: RuleContext) -> Iterator[Finding]:
+    """Hostname patterns give DNS-safe names; hardware profile names are safe file names."""
+    for i, group in enumerate(ctx.spec.nodes):
+        try:
+            sample = group.hostname.format(group=group.group, index=group.count)
+        except (KeyError, IndexError, ValueError) as exc:
+            yield dns_safe_hostnames.finding(
+                ("nodes", i, "hostname"),
+                f"Hostname pattern `{group.hostname}` cannot be filled in ({exc}).",
+                'Use only {group} and {index}, e.g. "{group}{index:03d}".',
+            )
+            continue
+        if not _HOST_RE.match(sample) or not re.search(r"\d+$", sample):
+            yield dns_safe_hostnames.finding(
+                ("nodes", i, "hostname"),
+                f"Hostname pattern `{group.hostname}` gives `{sample}`, which is not a DNS-safe name ending in "
+                "a number.",
+                "Use lower-case letters, digits and '-' and end with {index}, e.g. \"{group}{index:03d}\".",
+            )
+    for name in ctx.spec.hardware:
+        if not _HOST_RE.match(name):
+            yield dns_safe_hostnames.finding(
+                ("hardware", name),
+                f"Hardware profile name `{name}` is not DNS-safe; it names generated files.",
+                "Use lower-case letters, digits and '-'.",
+            )
+
+
+@rule("SLU001", "one-default-partition", Level.ERROR, phase=1)
+def one_default_partition(ctx: RuleContext) -> Iterator[Finding]:
+    """Exactly one partition is the default."""
+    defaults = [i for i, p in enumerate(ctx.spec.slurm.partitions) if p.default]
+    if not defaults:
+        yield one_default_partition.finding(
+            ("slurm", "partitions"), "No partition is the default.", "Add `default: true` to one partition."
+        )
+    for i in defaults[1:]:
+        yield one_default_partition.finding(
+            ("slurm", "partitions", i, "default"),
+            f"Partition `{ctx.spec.slurm.partitions[i].name}` is a second default partition.",
+            "Keep `default: true` on exactly one partition.",
+        )
+
+
+@rule("NET001", "cidr-fits", Level.ERROR, phase=1)
+def cidr_fits(ctx: RuleContext) -> Iterator[Finding]:
+    """Every node gets an address in the management network."""
+    net = ctx.spec.network.management_cidr
+    nodes = sum(g.count for g in ctx.spec.nodes)
+    usable = net.num_addresses - FIRST_HOST_OFFSET - 1
+    if nodes > usable:
+        need = 32 - math.ceil(math.log2(nodes + FIRST_HOST_OFFSET + 1))
+        yield cidr_fits.finding(
+            ("network", "management_cidr"),
+            f"{nodes} nodes do not fit {net}: it leaves {max(usable, 0)} addresses after the first "
+            f"{FIRST_HOST_OFFSET - 1} reserved ones.",
+            f"Use a /{need} or larger network.",
+        )
+
+
+@rule("FAB001", "rails-match-gpus", Level.ERROR, phase=1)
+def rails_match_gpus(ctx: RuleContext) -> Iterator[Finding]:
+    """On a rail-optimized fabric every GPU has its rail HCA."""
+    if ctx.spec.fabric.layout != "rail-optimized" or ctx.spec.fabric.kind not in ("infiniband", "roce"):
+        return
+    compute = {g.hardware for g in ctx.spec.nodes if g.role == "compute"}
+    for name, profile in ctx.spec.hardware.items():
+        if name in compute and profile.gpus and len(profile.rails) != profile.gpus.count:
+            yield rails_match_gpus.finding(
+                ("hardware", name, "rails"),
+                f"Profile `{name}` has {profile.gpus.count} GPUs but {len(profile.rails)} rail HCA(s); "
+                "rail-optimized cabling needs one rail per GPU.",
+                "List the compute HCA of GPU 0..N-1 in order (see `nvidia-smi topo -m`).",
+            )
+        dupes = [h for h, n in Counter(profile.rails).items() if n > 1]
+        overlap = set(profile.rails) & set(profile.storage_nics)
+        if dupes or overlap:
+            yield rails_match_gpus.finding(
+                ("hardware", name, "rails"),
+                f"Profile `{name}` lists HCA(s) {', '.join(sorted(set(dupes) | overlap))} twice "
+                "(among rails or also as storage NICs).",
+            )
+
+
+@rule("FAB004", "rack-layout-needs-racks", Level.ERROR, phase=1)
+def rack_layout_needs_racks(ctx: RuleContext) -> Iterator[Finding]:
+    """rack-leaf layouts know how many nodes a rack holds."""
+    fabric = ctx.spec.fabric
+    if fabric.layout == "rack-leaf" and fabric.nodes_per_rack is None and ctx.spec.provider.kind != "baremetal":
+        yield rack_layout_needs_racks.finding(
+            ("fabric", "layout"),
+            "The rack-leaf layout needs `nodes_per_rack` (or racks from machines.csv on bare metal).",
+            "Add e.g. `nodes_per_rack: 4` to `fabric`.",
+        )
+
+
+# --- phase 2: versions --------------------------------------------------------------------------
+
+
+def _gpu_profiles(ctx: RuleContext) -> Iterator[tuple[str, str]]:
+    used = {g.hardware for g in ctx.spec.nodes}
+    for name, profile in ctx.spec.hardware.items():
+        if profile.gpus and name in used:
+            yield name, profile.gpus.model
+
+
+@rule("GPU001", "arch-vs-cuda", Level.ERROR)
+def arch_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
+    """The CUDA version supports every GPU architecture in the cluster."""
+    cuda = ctx.spec.versions.cuda
+    for name, model_name in _gpu_profiles(ctx):
+        model = GPU_MODELS[model_name]
+        minimum = MIN_CUDA_FOR_ARCH[model.arch]
+        if not at_least(cuda, minimum):
+            yield arch_vs_cuda.finding(
+                ("versions", "cuda"),
+                f"CUDA {cuda} does not support {model.arch.title()} GPUs ({model_name} in `{name}`); "
+                f"they need CUDA >= {minimum}.",
+                f'Set versions.cuda to "{minimum}" or later.',
+            )
+
+
+@rule("GPU002", "driver-vs-cuda", Level.ERROR)
+def driver_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
+    """The driver is at least NVIDIA's minimum for the CUDA version (CUDA release notes, Table 3)."""
+    versions = ctx.spec.versions
+    if not any(True for _ in _gpu_profiles(ctx)):
+        return
+    cuda = major_minor(versions.cuda)
+    minimum = MIN_DRIVER_FOR_CUDA.get(cuda)
+    if minimum is None:
+        yield driver_vs_cuda.finding(
+            ("versions", "cuda"),
+            f"CUDA {versions.cuda} is not in clusterctl's driver table; the driver minimum cannot be checked.",
+            f"Known: {', '.join(MIN_DRIVER_FOR_CUDA)}.",
+            level=Level.WARNING,
+        )
+        return
+    if version_tuple(versions.nvidia_driver) < version_tuple(minimum):
+        yield driver_vs_cuda.finding(
+            ("versions", "nvidia_driver"),
+            f"Driver {versions.nvidia_driver} is older than {minimum}, the minimum for CUDA {cuda}.",
+            f'Use driver "{minimum}" or newer, or an older CUDA.',
+        )
+
+
+@rule("GPU003", "nccl-vs-cuda", Level.ERROR)
+def nccl_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
+    """NCCL has a build for the CUDA version (libnccl2=<nccl>-1+cuda<X.Y>)."""
+    versions = ctx.spec.versions
+    cuda = major_minor(versions.cuda)
+    minimum = MIN_NCCL_FOR_CUDA.get(cuda)
+    if minimum is None:
+        yield nccl_vs_cuda.finding(
+            ("versions", "nccl"),
+            f"CUDA {cuda} is not in clusterctl's NCCL table; check that libnccl2={versions.nccl}-1+cuda{cuda} "
+            "exists in your repository.",
+            level=Level.WARNING,
+        )
+        return
+    if not at_least(versions.nccl, minimum):
+        yield nccl_vs_cuda.finding(
+            ("versions", "nccl"),
+            f"NCCL {versions.nccl} has no build for CUDA {cuda}; the first NCCL built for it is {minimum}.",
+            f'Use NCCL "{minimum}" or newer (package libnccl2={minimum}-1+cuda{cuda}).',
+        )
+    last = LAST_NCCL_FOR_CUDA_MAJOR.get(cuda.split(".")[0])
+    if last and version_tuple(versions.nccl)[:2] > version_tuple(last)[:2]:
+        yield nccl_vs_cuda.finding(
+            ("versions", "nccl"),
+            f"NCCL {versions.nccl} is not built for CUDA {cuda.split('.')[0]}.x; the last series for it is {last}.",
+        )
+
+
+@rule("GPU004", "fabric-manager-version", Level.ERROR)
+def fabric_manager_version(ctx: RuleContext) -> Iterator[Finding]:
+    """NVSwitch systems get a fabric manager at exactly the driver's version."""
+    versions = ctx.spec.versions
+    nvswitch = [name for name, model in _gpu_profiles(ctx) if GPU_MODELS[model].nvswitch]
+    if versions.fabric_manager and versions.fabric_manager != versions.nvidia_driver:
+        yield fabric_manager_version.finding(
+            ("versions", "fabric_manager"),
+            f"Fabric manager {versions.fabric_manager} differs from driver {versions.nvidia_driver}; "
+            "nv-fabricmanager refuses to start unless both are the exact same version.",
+            "Remove versions.fabric_manager (it follows the driver) or set it to the driver's version.",
+        )
+    elif nvswitch and ctx.spec.provider.kind != "local":
+        yield fabric_manager_version.finding(
+            ("versions", "nvidia_driver"),
+            f"NVSwitch GPUs in {', '.join(nvswitch)}: nvidia-fabricmanager {versions.nvidia_driver} will be "
+            "installed and held with the driver.",
+            level=Level.INFO,
+        )
+
+
+@rule("SLU002", "slurm-vs-os", Level.ERROR)
+def slurm_vs_os(ctx: RuleContext) -> Iterator[Finding]:
+    """The Slurm version is what the OS ships, unless another package source is declared."""
+    spec = ctx.spec
+    shipped = OS_SLURM[spec.os]
+    wanted = major_minor(spec.versions.slurm)
+    if wanted == shipped:
+        return
+    if spec.slurm.package_repo is not None:
+        yield slurm_vs_os.finding(
+            ("versions", "slurm"),
+            f"Slurm {wanted} comes from {spec.slurm.package_repo.url} ({spec.os} ships {shipped}).",
+            level=Level.INFO,
+        )
+        return
+    yield slurm_vs_os.finding(
+        ("versions", "slurm"),
+        f"{spec.os} ships Slurm {shipped}, not {wanted}, and no other package source is declared.",
+        f'Set versions.slurm to "{shipped}" or declare slurm.package_repo with a repository that has {wanted}.',
+    )
+
+
+@rule("SLU003", "slurm-features", Level.ERROR)
+def slurm_features(ctx: RuleContext) -> Iterator[Finding]:
+    """Slurm features the spec asks for exist in its Slurm version."""
+    spec = ctx.spec
+    if spec.slurm.topology == "block" and not at_least(spec.versions.slurm, SLURM_BLOCK_TOPOLOGY):
+        yield slurm_features.finding(
+            ("slurm", "topology"),
+            f"topology/block needs Slurm >= {SLURM_BLOCK_TOPOLOGY}; this cluster runs {spec.versions.slurm}.",
+            "Use `topology: tree`, or a newer Slurm.",
+        )
+
+
+# --- phase 2: fabric ------------------------------------------------------------------------
+
+
+@rule("FAB002", "fabric-tiers", Level.ERROR)
+def fabric_tiers(ctx: RuleContext) -> Iterator[Finding]:
+    """The fabric fits two or three tiers of the switch radix."""
+    fabric = ctx.require_plan().fabric
+    k = fabric.radix
+    if fabric.tiers > 3:
+        yield fabric_tiers.finding(
+            ("fabric", "switch_ports"),
+            f"{fabric.endpoints} node ports need more than three tiers of {k}-port switches "
+            f"(three tiers hold at most {fabric.max_endpoints_3tier} at this oversubscription, k³/4 at 1:1).",
+            "Use higher-radix switches or split the cluster into separate fabrics.",
+        )
+    elif fabric.tiers == 3:
+        yield fabric_tiers.finding(
+            ("fabric", "switch_ports"),
+            f"{fabric.endpoints} node ports exceed two tiers ({fabric.max_endpoints_2tier}); the plan adds a core "
+            f"tier: {fabric.spine_switches} spines and {fabric.core_switches} core switches.",
+            level=Level.INFO,
+        )
+
+
+@rule("FAB003", "oversubscription-cost", Level.WARNING)
+def oversubscription_cost(ctx: RuleContext) -> Iterator[Finding]:
+    """Oversubscribed leaves cost cross-leaf bandwidth; say how much."""
+    fabric = ctx.require_plan().fabric
+    if ctx.spec.fabric.oversubscription > 1 and fabric.tiers > 1:
+        share = 100 / fabric.oversubscription
+        yield oversubscription_cost.finding(
+            ("fabric", "oversubscription"),
+            f"{fabric.down_ports_per_leaf}:{fabric.uplinks_per_leaf} at the leaf: traffic leaving a leaf gets "
+            f"{share:.0f}% of line rate when all nodes send at once; all-reduce across leaves slows by up to "
+            f"{fabric.oversubscription:.1f}x.",
+            "Keep 1:1 for training fabrics, or place jobs within a leaf group (sbatch --switches=1).",
+        )
+
+
+# --- phase 2: storage ---------------------------------------------------------------------------
+
+
+def _backing(tier: LustreStorage | WekaStorage | NfsStorage) -> tuple[str, ...]:
+    if isinstance(tier, LustreStorage):
+        return ("lustre", *sorted(tier.mgs), tier.fsname)
+    if isinstance(tier, WekaStorage):
+        return ("weka", *sorted(str(b) for b in tier.backends), tier.filesystem)
+    return ("nfs", tier.server, tier.export)
+
+
+@rule("STO001", "dataset-checkpoint-separate", Level.WARNING)
+def dataset_checkpoint_separate(ctx: RuleContext) -> Iterator[Finding]:
+    """Datasets and checkpoints on the same storage system contend for it."""
+    datasets = [(i, t) for i, t in enumerate(ctx.spec.storage) if t.purpose == "dataset"]
+    checkpoints = [(i, t) for i, t in enumerate(ctx.spec.storage) if t.purpose == "checkpoint"]
+    for i, ckpt in checkpoints:
+        for _, data in datasets:
+            if _backing(ckpt) == _backing(data):
+                yield dataset_checkpoint_separate.finding(
+                    ("storage", i),
+                    f"Checkpoint tier `{ckpt.name}` is the same storage as dataset tier `{data.name}`: checkpoint "
+                    "bursts will stall data loading.",
+                    "Put checkpoints on a separate tier (or accept the contention).",
+                )
+
+
+@rule("STO002", "checkpoint-write-time", Level.WARNING)
+def checkpoint_write_time(ctx: RuleContext) -> Iterator[Finding]:
+    """A checkpoint should be written in under 60 s."""
+    plan = ctx.require_plan()
+    for i, tier in enumerate(plan.storage):
+        if tier.checkpoint_write_s is not None and tier.checkpoint_write_s > 60:
+            assert plan.workload is not None
+            yield checkpoint_write_time.finding(
+                ("storage", i, "write_bw"),
+                f"A {plan.workload.checkpoint_tib:.2f} TiB checkpoint takes {tier.checkpoint_write_s:.0f} s to "
+                f"write at {tier.write_bw}; every checkpoint stalls training that long.",
+                "Aim for under 60 s: more write bandwidth, asynchronous or sharded checkpoints.",
+            )
+
+
+@rule("STO003", "parallel-fs-netdevs", Level.ERROR)
+def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
+    """Lustre (o2ib) and WEKA tiers need storage_netdevs on the GPU profiles."""
+    needs = [
+        (i, t)
+        for i, t in enumerate(ctx.spec.storage)
+        if isinstance(t, WekaStorage) or (isinstance(t, LustreStorage) and any("@o2ib" in n for n in t.mgs))
+    ]
+    if not needs:
+        return
+    used = {g.hardware for g in ctx.spec.nodes if g.burst is None}
+    for name, profile in ctx.spec.hardware.items():
+        if profile.gpus and name in used and not profile.storage_netdevs:
+            tiers = ", ".join(t.name for _, t in needs)
+            yield parallel_fs_netdevs.finding(
+                ("hardware", name),
+                f"Profile `{name}` has no `storage_netdevs`, so {tiers} cannot be mounted over the storage network.",
+                "List the IPoIB interfaces of the storage NICs, e.g. `storage_netdevs: [ibs1, ibs2]`.",
+            )
+
+
+# --- phase 2: sizing ---------------------------------------------------------------------------
+
+
+@rule("HW001", "ram-vs-hbm", Level.WARNING)
+def ram_vs_hbm(ctx: RuleContext) -> Iterator[Finding]:
+    """System memory should be at least 1.5x the GPUs' HBM (pinned buffers, checkpoint staging)."""
+    if ctx.spec.provider.kind == "local":
+        return
+    for name, model_name in _gpu_profiles(ctx):
+        profile = ctx.spec.hardware[name]
+        assert profile.gpus is not None
+        hbm = GPU_MODELS[model_name].hbm_gib * profile.gpus.count
+        if profile.memory_gib < 1.5 * hbm:
+            yield ram_vs_hbm.finding(
+                ("hardware", name, "memory_gib"),
+                f"Profile `{name}` has {profile.memory_gib} GiB RAM for {hbm:.0f} GiB of HBM; less than 1.5x "
+                "leaves too little for pinned host buffers, data loaders and checkpoint staging.",
+                f"Plan at least {math.ceil(1.5 * hbm)} GiB.",
+            )
+
+
+@rule("HW002", "spares", Level.WARNING)
+def spares(ctx: RuleContext) -> Iterator[Finding]:
+    """At least 5% of GPU compute nodes are hot spares (failed nodes are replaced, not waited for)."""
+    if ctx.spec.provider.kind == "local":
+        return
+    for i, group in enumerate(ctx.spec.nodes):
+        profile = ctx.spec.hardware[group.hardware]
+        if group.role != "compute" or group.burst is not None or profile.gpus is None:
+            continue
+        if group.spares < 0.05 * group.count:
+            yield spares.finding(
+                ("nodes", i, "spares"),
+                f"Group `{group.group}` has {group.spares} spare(s) for {group.count} nodes "
+                f"({100 * group.spares / group.count:.1f}%); at scale nodes fail weekly.",
+                f"Hold at least {math.ceil(0.05 * group.count)} as spares.",
+            )
+
+
+@rule("WRK001", "model-state-fits", Level.ERROR)
+def model_state_fits(ctx: RuleContext) -> Iterator[Finding]:
+    """The model's training state fits the cluster's HBM at all."""
+    plan = ctx.require_plan()
+    if plan.workload is None or not plan.gpus.active:
+        return
+    state = STATE_BYTES_PER_PARAM * plan.workload.model_params_b * 1e9
+    if state > plan.gpus.hbm_gib * 2**30:
+        yield model_state_fits.finding(
+            ("workload", "model_params_b"),
+            f"{plan.workload.model_state_tib:.1f} TiB of model state (16 bytes/parameter) exceeds the cluster's "
+            f"{plan.gpus.hbm_gib / 1024:.1f} TiB of HBM.",
+            f"Needs at least {plan.workload.min_gpus_for_state} GPUs before activations.",
+        )
+
+
+# --- phase 2: bare metal ----------------------------------------------------------------------------
+
+
+@rule("MCH001", "machines-match-plan", Level.ERROR, tags=("baremetal",))
+def machines_match_plan(ctx: RuleContext) -> Iterator[Finding]:
+    """machines.csv has exactly one row per planned bare-metal node, with unique BMCs and MACs."""
+    spec = ctx.spec
+    if spec.provider.kind != "baremetal":
+        return
+    path = ctx.base_dir / spec.provider.machines
+    try:
+        machines = read_machines(path)
+    except MachinesError as exc:
+        yield machines_match_plan.finding(
+            ("provider", "machines"),
+            f"{exc}.",
+            "Fix machines.csv (hostname,bmc,mac,rack).",
+            **({"file": str(path), "line": exc.line, "column": 1} if exc.line else {}),
+        )
+        return
+    planned = [n.hostname for n in ctx.require_plan().nodes if not n.burst]
+    rows = {m.hostname: m for m in machines}
+    for name in planned:
+        if name not in rows:
+            yield machines_match_plan.finding(
+                ("provider", "machines"),
+                f"Planned node `{name}` has no row in {path.name}.",
+                f"Add `{name},<bmc>,<mac>,<rack>` to {path.name}.",
+            )
+    planned_set = set(planned)
+    for field_name in ("hostname", "bmc", "mac"):
+        seen: dict[str, int] = {}
+        for m in machines:
+            value = getattr(m, field_name).lower()
+            if value in seen:
+                yield machines_match_plan.finding(
+                    ("provider", "machines"),
+                    f"{field_name} `{value}` appears on lines {seen[value]} and {m.line}.",
+                    file=str(path),
+                    line=m.line,
+                    column=1,
+                )
+            seen[value] = m.line
+    for m in machines:
+        if m.hostname not in planned_set:
+            yield machines_match_plan.finding(
+                ("provider", "machines"),
+                f"Row for `{m.hostname}` matches no planned node; it will be ignored.",
+                "Remove it, or check the node groups' counts and hostname patterns.",
+                level=Level.WARNING,
+                file=str(path),
+                line=m.line,
+                column=1,
+            )
+        if not re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", m.mac.lower()):
+            yield machines_match_plan.finding(
+                ("provider", "machines"),
+                f"`{m.mac}` is not a MAC address (aa:bb:cc:dd:ee:ff).",
+                file=str(path),
+                line=m.line,
+                column=1,
+            )

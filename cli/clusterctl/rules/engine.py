@@ -1,0 +1,109 @@
+"""The rule registry and runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterctl.plan import Plan, build_plan
+from clusterctl.spec.findings import Finding, Level
+from clusterctl.spec.findings import Path as FieldPath
+from clusterctl.spec.loader import LoadedSpec
+from clusterctl.spec.models import Spec
+
+
+@dataclass
+class RuleContext:
+    """What a rule can look at: the spec, where it came from, and (phase 2) the plan."""
+
+    spec: Spec
+    base_dir: Path
+    plan: Plan | None = None
+
+    def require_plan(self) -> Plan:
+        """The plan; phase-2 rules only run once it exists."""
+        assert self.plan is not None, "phase-2 rule ran without a plan"
+        return self.plan
+
+
+RuleFunc = Callable[[RuleContext], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered rule."""
+
+    code: str
+    name: str
+    level: Level
+    phase: int
+    func: RuleFunc
+    summary: str = ""
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    def finding(
+        self, path: FieldPath, message: str, hint: str = "", level: Level | None = None, **where: str | int
+    ) -> Finding:
+        """A finding of this rule (``file``/``line``/``column`` may be given for other files)."""
+        return Finding(
+            code=self.code,
+            level=level or self.level,
+            path=path,
+            message=message,
+            hint=hint,
+            rule=self.name,
+            file=str(where.get("file", "")),
+            line=int(where.get("line", 0)),
+            column=int(where.get("column", 0)),
+        )
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str] = ()) -> Callable[[RuleFunc], Rule]:
+    """Register a rule function under ``name`` with a stable ``code``."""
+
+    def register(func: RuleFunc) -> Rule:
+        if name in RULES or any(r.code == code for r in RULES.values()):
+            raise ValueError(f"duplicate rule {name}/{code}")
+        doc = (func.__doc__ or "").strip().splitlines()
+        registered = Rule(code, name, level, phase, func, doc[0] if doc else "", frozenset(tags))
+        RULES[name] = registered
+        return registered
+
+    return register
+
+
+def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
+    """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed)."""
+    from clusterctl.rules import checks  # noqa: F401  (registers the rules)
+
+    skipped = set(skip)
+    unknown = skipped - set(RULES) - {r.code for r in RULES.values()}
+    if unknown:
+        raise ValueError(f"unknown rule(s) to skip: {', '.join(sorted(unknown))}")
+    active = [r for r in RULES.values() if r.name not in skipped and r.code not in skipped]
+    ctx = RuleContext(spec=loaded.spec, base_dir=loaded.base_dir)
+    findings: list[Finding] = []
+    for phase in (1, 2):
+        for current in (r for r in active if r.phase == phase):
+            findings.extend(loaded.place(f) for f in current.func(ctx))
+        if phase == 1:
+            if any(f.level is Level.ERROR for f in findings):
+                return _sorted(findings), None
+            ctx.plan = build_plan(loaded.spec, loaded.base_dir, str(loaded.path))
+    return _sorted(findings), ctx.plan
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.file, f.line, f.column, f.code))
+
+
+def validate(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
+    """Run the rules and attach the findings to the plan (``plan.findings``)."""
+    findings, plan = run_rules(loaded, skip)
+    if plan is not None:
+        plan.findings = [f.to_dict() for f in findings]
+    return findings, plan

@@ -1,0 +1,342 @@
+"""Load ``spec.yaml`` with positions, validate it, and turn every problem into a located finding.
+
+Why a custom loader: errors must name ``file:line:col``. ruamel keeps the position of every
+key and value; pydantic reports a ``loc`` path. We convert the document into plain Python
+while recording positions by path, and map pydantic's ``loc`` (which includes discriminated
+union tags) back onto document paths.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError, RoundTripConstructor
+from ruamel.yaml.error import MarkedYAMLError
+
+from clusterctl.spec.findings import Finding, Level
+from clusterctl.spec.findings import Path as FieldPath
+from clusterctl.spec.messages import describe
+from clusterctl.spec.models import Spec
+
+
+class _NoTimestampConstructor(RoundTripConstructor):
+    """Keeps ``2024-01-01``-looking scalars as strings (YAML timestamps are a footgun here)."""
+
+
+_NoTimestampConstructor.add_constructor(
+    "tag:yaml.org,2002:timestamp",
+    lambda self, node: self.construct_scalar(node),
+)
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.Constructor = _NoTimestampConstructor
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+@dataclass
+class Positions:
+    """Line/column (1-based) of every key and value in a document, by field path."""
+
+    values: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[FieldPath, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: FieldPath, prefer_key: bool = False) -> tuple[int, int]:
+        """The position of ``path`` or of its nearest ancestor that has one."""
+        probe = tuple(path)
+        while True:
+            if prefer_key and probe in self.keys:
+                return self.keys[probe]
+            if probe in self.values:
+                return self.values[probe]
+            if probe in self.keys:
+                return self.keys[probe]
+            if not probe:
+                return (1, 1)
+            probe = probe[:-1]
+
+
+def _plain(node: Any, path: FieldPath, pos: Positions) -> Any:
+    """Convert ruamel's round-trip nodes into plain Python, recording positions."""
+    if isinstance(node, CommentedMap):
+        out: dict[Any, Any] = {}
+        for key in node:
+            sub = (*path, key if isinstance(key, str | int) else str(key))
+            kl, kc = node.lc.key(key)
+            vl, vc = node.lc.value(key)
+            pos.keys[sub] = (kl + 1, kc + 1)
+            pos.values[sub] = (vl + 1, vc + 1)
+            out[key] = _plain(node[key], sub, pos)
+        return out
+    if isinstance(node, CommentedSeq):
+        items: list[Any] = []
+        for index, item in enumerate(node):
+            sub = (*path, index)
+            line, col = node.lc.item(index)
+            pos.values[sub] = (line + 1, col + 1)
+            items.append(_plain(item, sub, pos))
+        return items
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+@dataclass
+class LoadedSpec:
+    """A validated spec together with where it came from."""
+
+    spec: Spec
+    path: Path
+    positions: Positions
+    data: dict[str, Any]
+
+    @property
+    def base_dir(self) -> Path:
+        """Directory that relative paths in the spec (e.g. machines.csv) are relative to."""
+        return self.path.parent
+
+    def place(self, finding: Finding) -> Finding:
+        """Fill in file/line/column of a finding located in this spec."""
+        if finding.file and finding.line:
+            return finding
+        line, col = self.positions.locate(finding.path)
+        return Finding(
+            code=finding.code,
+            level=finding.level,
+            path=finding.path,
+            message=finding.message,
+            hint=finding.hint,
+            rule=finding.rule,
+            file=finding.file or str(self.path),
+            line=line,
+            column=col,
+            extra=finding.extra,
+        )
+
+
+# --- mapping pydantic's loc onto document paths ---------------------------------------------------
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Annotated and Optional wrappers."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+            continue
+        if origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1:
+                tp = args[0]
+                continue
+        return tp
+
+
+def _union_members(tp: Any) -> dict[str, type[BaseModel]]:
+    """For a union of models with a ``kind`` literal, map each tag to its model."""
+    members: dict[str, type[BaseModel]] = {}
+    if typing.get_origin(tp) not in (Union, types.UnionType):
+        return members
+    for arg in typing.get_args(tp):
+        if isinstance(arg, type) and issubclass(arg, BaseModel) and "kind" in arg.model_fields:
+            kind_tp = arg.model_fields["kind"].annotation
+            if typing.get_origin(kind_tp) is Literal:
+                for tag in typing.get_args(kind_tp):
+                    members[str(tag)] = arg
+    return members
+
+
+def resolve_loc(loc: tuple[str | int, ...]) -> tuple[FieldPath, type[BaseModel] | None]:
+    """Map a pydantic ``loc`` to a document path and the model owning its last segment."""
+    tp: Any = Spec
+    path: list[str | int] = []
+    owner: type[BaseModel] | None = None
+    for seg in loc:
+        tp = _unwrap(tp)
+        members = _union_members(tp)
+        if members and isinstance(seg, str) and seg in members:
+            tp = members[seg]
+            continue
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            owner = tp
+            info = tp.model_fields.get(str(seg))
+            tp = info.annotation if info else None
+        elif typing.get_origin(tp) is list:
+            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) is dict:
+            tp = typing.get_args(tp)[1]
+        else:
+            tp = None
+        path.append(seg)
+    return tuple(path), owner
+
+
+def _suggest(word: str, owner: type[BaseModel] | None) -> str:
+    if owner is None:
+        return ""
+    close = difflib.get_close_matches(word, list(owner.model_fields), n=1, cutoff=0.6)
+    return f"Did you mean `{close[0]}`?" if close else f"Known fields: {', '.join(owner.model_fields)}."
+
+
+def _value_at(data: Any, path: FieldPath) -> Any:
+    for seg in path:
+        if (isinstance(data, dict) and seg in data) or (
+            isinstance(data, list) and isinstance(seg, int) and seg < len(data)
+        ):
+            data = data[seg]
+        else:
+            return None
+    return data
+
+
+def _findings_from_validation(error: ValidationError, file: str, positions: Positions, data: Any) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[tuple[FieldPath, str]] = set()
+    for err in error.errors(include_url=False):
+        path, owner = resolve_loc(tuple(err["loc"]))
+        kind = err["type"]
+        if kind == "missing":
+            # The field is absent: point at the mapping that should hold it.
+            line, col = positions.locate(path[:-1], prefer_key=True)
+        else:
+            line, col = positions.locate(path, prefer_key=kind == "extra_forbidden")
+        name = str(path[-1]) if path else "spec"
+        ctx = dict(err.get("ctx") or {})
+        message = describe(kind, name, err.get("input"), ctx, err["msg"])
+        hint = ""
+        if kind == "extra_forbidden":
+            hint = _suggest(name, owner)
+        elif kind in ("bool_type", "bool_parsing"):
+            hint = "Write true or false."
+        elif kind == "union_tag_invalid":
+            hint = f"Known kinds: {ctx.get('expected_tags', '')}."
+        key = (path, kind)
+        if key in seen:
+            continue
+        seen.add(key)
+        findings.append(
+            Finding(
+                code=f"SPEC-{kind}",
+                level=Level.ERROR,
+                path=path,
+                message=message,
+                hint=hint,
+                rule="schema",
+                file=file,
+                line=line,
+                column=col,
+                extra={"value": repr(_value_at(data, path))[:80]},
+            )
+        )
+    return findings
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, Positions]:
+    """Parse YAML text into plain data and positions, raising ``SpecError`` on syntax errors."""
+    from clusterctl.spec.findings import SpecError
+
+    positions = Positions()
+    try:
+        document = _yaml().load(text)
+    except DuplicateKeyError as exc:
+        mark = exc.problem_mark
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-duplicate-key",
+                    level=Level.ERROR,
+                    path=(),
+                    message=f"Duplicate key: {exc.problem}.".replace("\n", " "),
+                    hint="Each key may appear once in a mapping; remove or merge the duplicate.",
+                    rule="yaml",
+                    file=file,
+                    line=(mark.line + 1) if mark else 0,
+                    column=(mark.column + 1) if mark else 0,
+                )
+            ]
+        ) from None
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-yaml",
+                    level=Level.ERROR,
+                    path=(),
+                    message=f"This is not valid YAML: {exc.problem or exc.context}.",
+                    hint="Check indentation and quoting around this line.",
+                    rule="yaml",
+                    file=file,
+                    line=(mark.line + 1) if mark else 0,
+                    column=(mark.column + 1) if mark else 0,
+                )
+            ]
+        ) from None
+    return _plain(document, (), positions), positions
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Read and validate a spec file.
+
+    Raises:
+        SpecError: with every problem found, each located at file:line:col.
+    """
+    from clusterctl.spec.findings import SpecError
+
+    spec_path = Path(path)
+    file = str(spec_path)
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-file",
+                    level=Level.ERROR,
+                    path=(),
+                    message=f"Cannot read the spec: {reason}.",
+                    hint="Check the path; a spec is a YAML file such as examples/local.yaml.",
+                    rule="file",
+                    file=file,
+                )
+            ]
+        ) from None
+    data, positions = parse_yaml(text, file)
+    if not isinstance(data, dict):
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-document",
+                    level=Level.ERROR,
+                    path=(),
+                    message="The spec must be a YAML mapping with `version`, `name`, `provider`, ... at the top.",
+                    hint="See examples/local.yaml.",
+                    rule="schema",
+                    file=file,
+                    line=1,
+                    column=1,
+                )
+            ]
+        )
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_findings_from_validation(exc, file, positions, data)) from None
+    return LoadedSpec(spec=spec, path=spec_path, positions=positions, data=data)

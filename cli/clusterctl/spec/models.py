@@ -1,0 +1,374 @@
+"""Pydantic v2 models of the cluster spec (``spec.yaml``).
+
+Field names are the interface users write; add fields freely, never rename. Models are
+strict (unknown keys are errors), frozen, and describe every field so ``clusterctl schema``
+gives editors a useful JSON Schema. Cross-field semantics live in ``clusterctl.rules``.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+from clusterctl.catalog.gpus import GPU_MODELS
+from clusterctl.spec.types import (
+    BandwidthValue,
+    DnsLabel,
+    Duration,
+    DurationValue,
+    NonNegativeInt,
+    PositiveInt,
+    SlurmTime,
+    VersionStr,
+)
+
+
+class StrictModel(BaseModel):
+    """Base of every spec model: unknown keys rejected, values validated, immutable."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+
+# --- providers -------------------------------------------------------------------------------
+
+
+class LocalProvider(StrictModel):
+    """Nodes are systemd containers on this machine's Docker; GPUs are emulated."""
+
+    kind: Literal["local"] = Field(description="Local Docker containers as nodes.")
+    image: str = Field(
+        "local/debian:bookworm",
+        description="Node image; built locally with debootstrap when missing.",
+        examples=["local/debian:bookworm"],
+    )
+
+
+class BaremetalProvider(StrictModel):
+    """Physical servers driven through their BMCs (Redfish) and PXE."""
+
+    kind: Literal["baremetal"] = Field(description="Bare-metal servers.")
+    machines: str = Field(
+        description="CSV of machines (hostname,bmc,mac,rack), relative to the spec file.",
+        examples=["machines.csv"],
+    )
+    pxe_interface: str = Field("eno1", description="Provisioning interface the PXE server listens on.")
+    ssh_user: str = Field("ubuntu", description="User the autoinstall creates for clusterctl.")
+
+
+class CloudProviderBase(StrictModel):
+    """Fields shared by the cloud providers."""
+
+    region: str = Field(description="Cloud region.", examples=["us-east-1"])
+    zone: str | None = Field(None, description="Availability zone; GPU capacity is usually zonal.")
+    allowed_ssh_cidrs: list[IPv4Network] = Field(
+        default_factory=list,
+        description="Networks allowed to reach the login node over SSH. Empty: no SSH from outside.",
+        examples=[["203.0.113.0/24"]],
+    )
+    ssh_user: str = Field("ubuntu", description="User clusterctl connects as.")
+
+
+class AwsProvider(CloudProviderBase):
+    """Amazon EC2 (EFA) through the Pulumi program in ``stacks/aws``."""
+
+    kind: Literal["aws"] = Field(description="Amazon Web Services.")
+
+
+class GcpProvider(CloudProviderBase):
+    """Google Compute Engine through the Pulumi program in ``stacks/gcp``."""
+
+    kind: Literal["gcp"] = Field(description="Google Cloud.")
+    project: str | None = Field(None, description="GCP project id (default: from the environment).")
+
+
+class AzureProvider(CloudProviderBase):
+    """Azure ND-series VMs through the Pulumi program in ``stacks/azure``."""
+
+    kind: Literal["azure"] = Field(description="Microsoft Azure.")
+    resource_group: str | None = Field(None, description="Resource group (default: clusterctl-<name>).")
+
+
+Provider = Annotated[
+    LocalProvider | BaremetalProvider | AwsProvider | GcpProvider | AzureProvider,
+    Field(discriminator="kind"),
+]
+ProviderKind = Literal["local", "baremetal", "aws", "gcp", "azure"]
+
+
+# --- network, versions -----------------------------------------------------------------------
+
+
+class Network(StrictModel):
+    """The management network every node has an address on."""
+
+    management_cidr: IPv4Network = Field(
+        description="Management network; node addresses are assigned from it in plan order.",
+        examples=["10.20.0.0/16"],
+    )
+    domain: str = Field(description="DNS domain of the nodes.", examples=["atlas.internal"])
+    gateway: IPv4Address | None = Field(None, description="Default gateway (default: first address).")
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_is_dns(cls, value: str) -> str:
+        labels = value.split(".")
+        if not all(labels) or any(not lbl.replace("-", "").isalnum() or lbl != lbl.lower() for lbl in labels):
+            raise ValueError(f"{value!r} is not a DNS domain: lower-case labels separated by dots")
+        return value
+
+
+class Versions(StrictModel):
+    """Pinned versions of the software stack. Quote every version in YAML."""
+
+    nvidia_driver: VersionStr = Field(description="NVIDIA driver, exact.", examples=["570.133.20"])
+    cuda: VersionStr = Field(description="CUDA toolkit, major.minor.", examples=["12.8"])
+    nccl: VersionStr = Field(description="NCCL, exact.", examples=["2.26.2"])
+    slurm: VersionStr = Field(description="Slurm, major.minor.", examples=["23.11"])
+    dcgm: VersionStr = Field(description="DCGM, exact.", examples=["3.3.9"])
+    enroot: VersionStr = Field("3.5.0", description="enroot, exact.")
+    pyxis: VersionStr = Field("0.20.0", description="pyxis, exact.")
+    fabric_manager: VersionStr | None = Field(
+        None, description="NVIDIA fabric manager; must equal nvidia_driver (default: the driver's)."
+    )
+
+
+# --- hardware ----------------------------------------------------------------------------------
+
+
+class GpuSpec(StrictModel):
+    """GPUs in one server."""
+
+    model: str = Field(description="GPU model.", examples=sorted(GPU_MODELS))
+    count: PositiveInt = Field(description="GPUs per server.", examples=[8])
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in GPU_MODELS:
+            raise ValueError(f"unknown GPU model {value!r}; known models: {', '.join(sorted(GPU_MODELS))}")
+        return value
+
+
+class CpuSpec(StrictModel):
+    """CPU topology of one server (what slurmd reports)."""
+
+    sockets: PositiveInt = Field(description="CPU sockets.")
+    cores_per_socket: PositiveInt = Field(description="Physical cores per socket.")
+    threads_per_core: PositiveInt = Field(1, description="Hardware threads per core.")
+
+
+class HardwareProfile(StrictModel):
+    """A server model: GPUs, CPUs, memory and the NICs that matter to the fabric."""
+
+    gpus: GpuSpec | None = Field(None, description="GPUs; absent for CPU-only servers.")
+    cpus: CpuSpec = Field(description="CPU topology.")
+    memory_gib: PositiveInt = Field(description="System memory in GiB.")
+    rails: list[str] = Field(
+        default_factory=list,
+        description="Compute-fabric HCA for GPU 0..N-1 (rail i belongs to GPU i).",
+        examples=[["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]],
+    )
+    storage_nics: list[str] = Field(default_factory=list, description="HCAs of the storage network.")
+    storage_netdevs: list[str] = Field(
+        default_factory=list, description="IPoIB/Ethernet interfaces of the storage NICs (LNet, Weka net=)."
+    )
+    management_netdev: str = Field("eth0", description="Interface on the management network.")
+    power_w: PositiveInt | None = Field(None, description="Maximum server power in watts (default: datasheet).")
+    instance_type: str | None = Field(None, description="Cloud instance/machine type for cloud providers.")
+
+
+# --- nodes -------------------------------------------------------------------------------------
+
+
+class BurstSpec(StrictModel):
+    """Elastic capacity: nodes that exist in Slurm and are provisioned on demand."""
+
+    provider: Provider = Field(description="Where burst nodes are created.")
+    resume_timeout: DurationValue = Field(
+        default_factory=lambda: Duration(30, "m"),
+        description="How long Slurm waits for a resumed node to register.",
+    )
+    suspend_after: DurationValue = Field(
+        default_factory=lambda: Duration(15, "m"),
+        description="Idle time before a burst node is released.",
+    )
+
+
+class NodeGroup(StrictModel):
+    """A group of identical nodes with one role."""
+
+    group: DnsLabel = Field(description="Group name; hostnames default to {group}{index:03d}.")
+    role: Literal["controller", "login", "compute"] = Field(description="What the nodes do.")
+    hardware: str = Field(description="Name of a profile under `hardware`.")
+    count: PositiveInt = Field(description="Physical nodes in the group (spares included).")
+    spares: NonNegativeInt = Field(0, description="Nodes held out of the partitions as hot spares.")
+    hostname: str = Field(
+        "{group}{index:03d}",
+        description="Hostname pattern; {group} and {index} (1-based) are available.",
+    )
+    burst: BurstSpec | None = Field(None, description="Make this an elastic (cloud-burst) group.")
+
+
+# --- fabric ------------------------------------------------------------------------------------
+
+
+class Fabric(StrictModel):
+    """The compute (east-west) fabric."""
+
+    kind: Literal["infiniband", "roce", "ethernet", "efa", "gpudirect-tcpx", "gpudirect-tcpxo"] = Field(
+        description="Fabric technology."
+    )
+    speed_gbps: PositiveInt = Field(description="Per-port link speed in Gb/s.", examples=[400])
+    layout: Literal["rail-optimized", "rack-leaf"] = Field(
+        "rail-optimized", description="How node ports are cabled to leaves."
+    )
+    switch_ports: PositiveInt = Field(64, description="Switch radix (ports per switch).")
+    oversubscription: PositiveInt = Field(1, description="N for N:1 downlink:uplink at the leaf.")
+    nodes_per_rack: PositiveInt | None = Field(None, description="Nodes per rack (rack-leaf layout).")
+    subnet_manager: Literal["switch", "opensm", "ufm"] = Field(
+        "switch", description="Where the InfiniBand subnet manager runs."
+    )
+    sharp: StrictBool = Field(False, description="Enable SHARP in-network reductions.")
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+Purpose = Literal["dataset", "checkpoint", "home", "scratch", "general"]
+
+
+class StorageBase(StrictModel):
+    """Fields every storage tier has."""
+
+    name: DnsLabel = Field(description="Tier name.")
+    mount: str = Field(description="Mount point on every node.", examples=["/lustre/datasets"])
+    purpose: Purpose = Field("general", description="What the tier holds.")
+    read_bw: BandwidthValue | None = Field(None, description="Aggregate read bandwidth.")
+    write_bw: BandwidthValue | None = Field(None, description="Aggregate write bandwidth.")
+    mount_options: list[str] = Field(default_factory=list, description="Extra mount options.")
+
+    @field_validator("mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not PurePosixPath(value).is_absolute() or value == "/":
+            raise ValueError(f"{value!r} is not an absolute mount point below /")
+        return value
+
+
+class LustreStorage(StorageBase):
+    """A Lustre file system (client mount over LNet)."""
+
+    kind: Literal["lustre"] = Field(description="Lustre.")
+    mgs: list[str] = Field(
+        description="NIDs of the MGS failover partners, one per MGS node.", examples=[["10.30.0.11@o2ib"]]
+    )
+    fsname: str = Field(description="Lustre file system name.")
+    managed: StrictBool = Field(False, description="Create it as a cloud-managed Lustre (cloud providers).")
+
+
+class WekaStorage(StorageBase):
+    """A WEKA file system."""
+
+    kind: Literal["weka"] = Field(description="WEKA.")
+    backends: list[IPv4Address] = Field(description="Backend addresses to mount from.")
+    filesystem: str = Field(description="WEKA file system name.")
+    num_cores: NonNegativeInt = Field(1, description="Dedicated frontend cores (0: UDP mode).")
+
+
+class NfsStorage(StorageBase):
+    """An NFS export."""
+
+    kind: Literal["nfs"] = Field(description="NFS.")
+    server: str = Field(description="NFS server address or name.")
+    export: str = Field(description="Exported path.")
+    version: Literal["3", "4.1", "4.2"] = Field("4.2", description="NFS protocol version.")
+
+
+Storage = Annotated[LustreStorage | WekaStorage | NfsStorage, Field(discriminator="kind")]
+
+
+# --- slurm, monitoring, workload ------------------------------------------------------------
+
+
+class Partition(StrictModel):
+    """A Slurm partition."""
+
+    name: DnsLabel = Field(description="Partition name.")
+    groups: list[str] = Field(min_length=1, description="Node groups whose (non-spare) nodes it holds.")
+    default: StrictBool = Field(False, description="The default partition (exactly one).")
+    max_time: SlurmTime = Field("UNLIMITED", description='Time limit, e.g. "14-00:00:00".')
+    max_nodes: PositiveInt | None = Field(None, description="Most nodes one job may use.")
+
+
+class PackageRepo(StrictModel):
+    """A package repository other than the OS's own (site mirror, locally built Slurm)."""
+
+    url: str = Field(description="Repository URL (deb line URL).")
+    suite: str | None = Field(None, description="Suite/distribution (default: the OS codename).")
+    components: list[str] = Field(default_factory=lambda: ["main"], description="Components.")
+    key_url: str | None = Field(None, description="Signing key URL; absent means trusted=yes.")
+
+
+class SlurmSpec(StrictModel):
+    """Scheduler settings."""
+
+    partitions: list[Partition] = Field(min_length=1, description="Partitions.")
+    accounting: StrictBool = Field(False, description="slurmdbd + MariaDB accounting.")
+    topology: Literal["tree", "block", "none"] = Field("tree", description="Topology plugin.")
+    package_repo: PackageRepo | None = Field(
+        None, description="Where Slurm packages come from (default: the OS archive)."
+    )
+
+
+class Monitoring(StrictModel):
+    """Metrics collection."""
+
+    prometheus: StrictBool = Field(True, description="Prometheus on the controller.")
+    node_exporter: StrictBool = Field(True, description="prometheus-node-exporter on every node.")
+    dcgm_exporter: StrictBool = Field(True, description="dcgm-exporter on GPU nodes.")
+
+
+class Workload(StrictModel):
+    """The training run the cluster is sized for (drives the sizing report)."""
+
+    model_params_b: float = Field(gt=0, description="Model parameters, in billions.")
+    train_tokens_t: float = Field(gt=0, description="Training tokens, in trillions.")
+    target_mfu: float = Field(0.4, gt=0, le=1, description="Expected model FLOPs utilization.")
+    checkpoint_every_min: PositiveInt = Field(60, description="Minutes between checkpoints.")
+
+
+# --- acceptance (verify) -------------------------------------------------------------------
+
+
+class Acceptance(StrictModel):
+    """Thresholds for ``clusterctl verify``; unset values take per-GPU-model defaults."""
+
+    nccl_intra_busbw_gbps: float | None = Field(None, gt=0, description="Single-node all_reduce busbw.")
+    nccl_inter_busbw_gbps: float | None = Field(None, gt=0, description="Multi-node ring all_reduce busbw.")
+    dcgm_diag_level: Literal[1, 2, 3, 4] | None = Field(None, description="dcgmi diag -r level.")
+    nccl_min_bytes: PositiveInt | None = Field(None, description="Smallest message size judged.")
+
+
+# --- the spec ---------------------------------------------------------------------------------
+
+
+class Spec(StrictModel):
+    """A cluster: what it runs on, what it is made of, and what it is for."""
+
+    version: Literal[1] = Field(description="Spec format version.")
+    name: DnsLabel = Field(description="Cluster name (DNS-safe).", examples=["atlas"])
+    provider: Provider = Field(description="Where the nodes come from.")
+    network: Network = Field(description="Management network.")
+    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="Node OS.")
+    versions: Versions = Field(description="Pinned software versions.")
+    container_runtime: Literal["enroot", "docker"] = Field("enroot", description="enroot+pyxis or docker.")
+    hardware: dict[str, HardwareProfile] = Field(min_length=1, description="Server profiles by name.")
+    nodes: list[NodeGroup] = Field(min_length=1, description="Node groups.")
+    fabric: Fabric = Field(description="Compute fabric.")
+    storage: list[Storage] = Field(default_factory=list, description="Storage tiers.")
+    slurm: SlurmSpec = Field(description="Slurm settings.")
+    monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring.")
+    workload: Workload | None = Field(None, description="Training workload for the sizing report.")
+    acceptance: Acceptance = Field(default_factory=Acceptance, description="verify thresholds.")
