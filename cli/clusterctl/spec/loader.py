@@ -211,7 +211,11 @@ def _findings_from_validation(error: ValidationError, file: str, positions: Posi
     for err in error.errors(include_url=False):
         path, owner = resolve_loc(tuple(err["loc"]))
         kind = err["type"]
-        if kind == "missing":
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            # Point at the `kind:` the user wrote (or the mapping lacking it).
+            kind_pos = positions.values.get((*path, "kind"))
+            line, col = kind_pos or positions.locate(path)
+        elif kind == "missing":
             # The field is absent: point at the mapping that should hold it.
             line, col = positions.locate(path[:-1], prefer_key=True)
         else:

@@ -40,7 +40,7 @@ def describe(error_type: str, field: str, value: object, ctx: dict[str, object],
     """The domain message for one pydantic error (falls back to pydantic's own text)."""
     if error_type == "value_error":
         text = raw.removeprefix("Value error, ")
-        return f"`{field}`: {text[0].upper() + text[1:] if text else text}" + ("" if text.endswith(".") else ".")
+        return f"`{field}`: {text}" + ("" if text.endswith(".") else ".")
     template = MESSAGES.get(error_type)
     if template is None:
         return f"`{field}`: {raw}" + ("" if raw.endswith(".") else ".")

@@ -1,0 +1,129 @@
+"""The application object every command receives in ``ctx.obj``: output, verbosity, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from clusterctl.spec import Finding, Level
+
+
+class Env:
+    """Environment variable names clusterctl reads (all in one place)."""
+
+    DEBUG = "CLUSTERCTL_DEBUG"
+    STATE_DIR = "CLUSTERCTL_STATE_DIR"
+    BASE_IMAGE = "CLUSTERCTL_BASE_IMAGE"
+    FIXTURES = "CLUSTERCTL_FIXTURES"
+    BMC_USER = "CLUSTERCTL_BMC_USERNAME"
+    BMC_PASSWORD = "CLUSTERCTL_BMC_PASSWORD"
+
+
+_LEVEL_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "cyan"}
+
+
+class App:
+    """Output and exit handling shared by the commands."""
+
+    def __init__(self, verbosity: int = 0, output: str = "text") -> None:
+        self.verbosity = verbosity
+        self.output = output
+        self.out = Console(highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    @property
+    def json(self) -> bool:
+        """Whether machine output was asked for (``--output json``): JSON alone on stdout."""
+        return self.output == "json"
+
+    @property
+    def interactive(self) -> bool:
+        """A human at a terminal (live views, colours)."""
+        return self.out.is_terminal and not self.json
+
+    def print_json(self, data: Any) -> None:
+        """Write ``data`` as JSON to stdout."""
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+    def display_info(self, message: str) -> None:
+        """Informational line (hidden with -q)."""
+        if self.verbosity >= 0:
+            self.err.print(escape(message))
+
+    def display_success(self, message: str) -> None:
+        """A success line on stdout (text mode)."""
+        if not self.json and self.verbosity >= 0:
+            self.out.print(f"[green]{escape(message)}[/green]")
+
+    def display_warning(self, message: str) -> None:
+        """A warning line on stderr."""
+        self.err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+    def display_error(self, message: str) -> None:
+        """An error line on stderr."""
+        self.err.print(f"[bold red]error:[/bold red] {escape(message)}")
+
+    def display_debug(self, message: str) -> None:
+        """Shown with -v."""
+        if self.verbosity > 0:
+            self.err.print(f"[dim]{escape(message)}[/dim]")
+
+    def abort(self, message: str, code: int = 1) -> NoReturn:
+        """Print ``message`` as an error and exit with ``code``."""
+        self.display_error(message)
+        raise SystemExit(code)
+
+    def show_findings(self, findings: list[Finding], min_level: Level = Level.INFO) -> None:
+        """Print findings with the offending source line and a caret under the column."""
+        sources: dict[str, list[str]] = {}
+        for finding in findings:
+            if finding.level < min_level:
+                continue
+            style = _LEVEL_STYLE[finding.level]
+            where = finding.location or "(spec)"
+            self.err.print(
+                f"[{style}]{finding.level}[/{style}][dim][{finding.code}][/dim] {escape(where)}"
+                f" [bold]{escape(finding.dotted_path)}[/bold]"
+            )
+            self.err.print(f"  {escape(finding.message)}")
+            if finding.file and finding.line:
+                if finding.file not in sources:
+                    try:
+                        with open(finding.file, encoding="utf-8") as handle:
+                            sources[finding.file] = handle.read().splitlines()
+                    except OSError:
+                        sources[finding.file] = []
+                lines = sources[finding.file]
+                if 0 < finding.line <= len(lines):
+                    text = lines[finding.line - 1]
+                    gutter = f"{finding.line:>5} | "
+                    self.err.print(f"[dim]{gutter}[/dim]{escape(text)}")
+                    self.err.print(" " * (len(gutter) + max(finding.column - 1, 0)) + f"[{style}]^[/{style}]")
+            if finding.hint:
+                self.err.print(f"  [dim]hint:[/dim] {escape(finding.hint)}")
+
+    def summarize_findings(self, findings: list[Finding]) -> str:
+        """``2 errors, 1 warning``."""
+        counts = {level: sum(1 for f in findings if f.level is level) for level in Level}
+        parts = [
+            f"{counts[level]} {level!s}{'s' if counts[level] != 1 else ''}"
+            for level in (Level.ERROR, Level.WARNING, Level.INFO)
+            if counts[level]
+        ]
+        return ", ".join(parts) or "no findings"
+
+
+def debug_enabled() -> bool:
+    """Tracebacks with locals for internal errors (``CLUSTERCTL_DEBUG=1``)."""
+    return os.environ.get(Env.DEBUG, "") not in ("", "0")
+
+
+def stdout_is_terminal() -> bool:
+    """Whether stdout is a terminal."""
+    return sys.stdout.isatty()

@@ -1,0 +1,26 @@
+"""The click command tree; each command lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from clusterctl import __version__
+from clusterctl.app import App
+from clusterctl.commands.plan import plan_cmd
+from clusterctl.commands.render import render_cmd
+from clusterctl.commands.schema import schema_cmd
+from clusterctl.commands.validate import validate_cmd
+
+
+@click.group(context_settings={"auto_envvar_prefix": "CLUSTERCTL", "help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="clusterctl")
+@click.option("-v", "--verbose", count=True, help="More output (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
+    """Bring up GPU clusters for LLM training from one declarative spec."""
+    ctx.obj = App(verbosity=-1 if quiet else verbose)
+
+
+for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd):
+    cli.add_command(command)

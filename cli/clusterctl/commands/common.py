@@ -1,0 +1,81 @@
+"""Options and helpers shared by several commands."""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from clusterctl.app import App, debug_enabled
+from clusterctl.pipeline import Validated, load_and_validate
+from clusterctl.spec import SpecError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
+
+
+def output_option(func: F) -> F:
+    """``--output text|json``."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="json: machine-readable output alone on stdout.",
+    )(func)
+
+
+def rule_options(func: F) -> F:
+    """``--strict`` and ``--skip-rule``."""
+    func = click.option("--strict", is_flag=True, help="Warnings fail too.")(func)
+    return click.option(
+        "--skip-rule",
+        "skip_rules",
+        multiple=True,
+        metavar="NAME",
+        help="Do not run this rule (name or code); repeatable.",
+    )(func)
+
+
+def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) -> Validated:
+    """Load and validate; on errors print every finding (or JSON) and exit 1."""
+    try:
+        result = load_and_validate(spec, skip, strict)
+    except SpecError as exc:
+        if app.json:
+            app.print_json({"valid": False, "findings": [f.to_dict() for f in exc.findings]})
+        else:
+            app.show_findings(exc.findings)
+            app.display_error(f"{spec} is not valid: {app.summarize_findings(exc.findings)}.")
+        raise SystemExit(1) from None
+    except ValueError as exc:  # unknown --skip-rule names
+        raise click.BadParameter(str(exc), param_hint="--skip-rule") from None
+    return result
+
+
+def handle_internal_errors(func: F) -> F:
+    """Turn unexpected exceptions into a short message (full traceback with CLUSTERCTL_DEBUG=1)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (SystemExit, click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if debug_enabled():
+                traceback.print_exc()
+            else:
+                click.echo(
+                    f"internal error: {type(exc).__name__}: {exc}\n"
+                    "This is a bug in clusterctl; rerun with CLUSTERCTL_DEBUG=1 for the traceback and report it.",
+                    err=True,
+                )
+            raise SystemExit(70) from None
+
+    return wrapper  # type: ignore[return-value]

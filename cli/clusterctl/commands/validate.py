@@ -1,0 +1,34 @@
+"""``clusterctl validate SPEC``: report every finding."""
+
+from __future__ import annotations
+
+import click
+
+from clusterctl.app import App
+from clusterctl.commands.common import (
+    handle_internal_errors,
+    output_option,
+    rule_options,
+    spec_argument,
+    validated_or_exit,
+)
+
+
+@click.command("validate")
+@spec_argument
+@output_option
+@rule_options
+@click.pass_obj
+@handle_internal_errors
+def validate_cmd(app: App, spec: str, output: str, skip_rules: tuple[str, ...], strict: bool) -> None:
+    """Check SPEC: schema, references, versions, fabric, storage and sizing rules.
+
+    Exit 0 when valid (warnings allowed unless --strict), 1 when not.
+    """
+    app.output = output
+    result = validated_or_exit(app, spec, skip_rules, strict)
+    if app.json:
+        app.print_json({"valid": True, "findings": [f.to_dict() for f in result.findings]})
+        return
+    app.show_findings(result.findings)
+    app.display_success(f"{spec} is valid ({app.summarize_findings(result.findings)}).")

@@ -1,0 +1,55 @@
+"""The front half of every command: load the spec, run the rules, build the plan, render.
+
+Commands call these; tests call them directly. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterctl.plan import Plan
+from clusterctl.render import render_files, write_tree
+from clusterctl.rules import validate
+from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
+
+
+@dataclass
+class Validated:
+    """A spec that passed validation, its findings and its plan."""
+
+    loaded: LoadedSpec
+    findings: list[Finding]
+    plan: Plan
+
+
+def fails(findings: Iterable[Finding], strict: bool) -> bool:
+    """Whether findings stop the command: errors always, warnings under ``--strict``."""
+    threshold = Level.WARNING if strict else Level.ERROR
+    return any(f.level >= threshold for f in findings)
+
+
+def load_and_validate(spec_path: str | Path, skip: Iterable[str] = (), strict: bool = False) -> Validated:
+    """Load, validate and plan ``spec_path``.
+
+    Raises:
+        SpecError: the spec has errors (or warnings with ``strict``); carries all findings.
+    """
+    loaded = load_spec(spec_path)
+    findings, plan = validate(loaded, skip)
+    if plan is None or fails(findings, strict):
+        raise SpecError(findings)
+    return Validated(loaded=loaded, findings=findings, plan=plan)
+
+
+def default_build_dir(plan: Plan) -> Path:
+    """``build/<cluster>`` in the current directory."""
+    return Path("build") / plan.cluster.name
+
+
+def render(validated: Validated, out_dir: Path | None = None) -> tuple[Path, list[str]]:
+    """Render the build directory; returns it and the files that changed."""
+    target = out_dir or default_build_dir(validated.plan)
+    changed = write_tree(render_files(validated.plan), target)
+    return target, changed
