@@ -27,7 +27,6 @@ from clusterctl.spec.types import (
     VersionStr,
 )
 
-
 # --- network, versions -----------------------------------------------------------------------
 
 
