@@ -1,0 +1,8 @@
+"""The InfiniBand fabric check, pure parts: no subprocesses, no files, no network.
+
+``model`` holds the discovered fabric (nodes, ports, links, link speeds), ``parsers``
+reads ``ibnetdiscover`` (plain and ``-p``) and ``iblinkinfo`` text into it,
+``discovered_topology`` derives the switch hierarchy and renders a Slurm
+``topology.conf``, and ``lint`` checks any ``topology.conf`` for defects Slurm
+would reject or silently mis-schedule.
+"""
