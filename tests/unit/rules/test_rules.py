@@ -1,0 +1,171 @@
+"""Every rule: the examples pass it, and a spec that breaks it gets its finding at the right field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterctl.rules import RULES, validate
+from clusterctl.spec import Level, load_spec
+from tests.conftest import EXAMPLES
+from tests.specs import Mutation, group, mutated
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        keys = path.split(".")
+        target = data
+        for key in keys[:-1]:
+            target = target[int(key)] if key.isdigit() else target[key]
+        target[keys[-1]] = value
+
+    return apply
+
+
+def _gpu(**changes: Any) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        group(data, "gpu").update(changes)
+
+    return apply
+
+
+def _hw(**changes: Any) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        data["hardware"]["dgx-h100"].update(changes)
+
+    return apply
+
+
+def _storage(index: int, **changes: Any) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        data["storage"][index].update(changes)
+
+    return apply
+
+
+def _drop_machine_row(data: dict[str, Any]) -> None:
+    group(data, "gpu")["count"] = 33  # gpu033 has no row in machines.csv
+
+
+def _two_defaults(data: dict[str, Any]) -> None:
+    data["slurm"]["partitions"][1]["default"] = True
+
+
+def _dup_partition(data: dict[str, Any]) -> None:
+    data["slurm"]["partitions"][1]["name"] = "train"
+
+
+def _hostname_clash(data: dict[str, Any]) -> None:
+    group(data, "login")["hostname"] = "ctl{index:03d}"
+
+
+# (code, mutation, expected level, fragment of the message, dotted path of the finding)
+CASES: list[tuple[str, Mutation, Level, str, str]] = [
+    ("REF001", _gpu(hardware="dgx-h200"), Level.ERROR, "not defined", "nodes[2].hardware"),
+    ("REF002", _set("slurm.partitions.0.groups", ["gpus"]), Level.ERROR, "does not exist",
+     "slurm.partitions[0].groups[0]"),
+    ("NAM001", _dup_partition, Level.ERROR, "Duplicate partition", "slurm.partitions[1].name"),
+    ("NAM001", _hostname_clash, Level.ERROR, "also produced", "nodes[1].hostname"),
+    ("NAM002", _gpu(hostname="GPU_{index}"), Level.ERROR, "not a DNS-safe", "nodes[2].hostname"),
+    ("SLU001", _two_defaults, Level.ERROR, "second default", "slurm.partitions[1].default"),
+    ("NET001", _set("network.management_cidr", "10.20.0.0/27"), Level.ERROR, "do not fit",
+     "network.management_cidr"),
+    ("FAB001", _hw(rails=["mlx5_0", "mlx5_3"]), Level.ERROR, "one rail per GPU", "hardware.dgx-h100.rails"),
+    ("FAB004", lambda d: (_set("fabric.layout", "rack-leaf")(d), _set("provider", {"kind": "local"})(d)),
+     Level.ERROR, "nodes_per_rack", "fabric.layout"),
+    ("GPU001", _set("versions.cuda", "11.7"), Level.ERROR, "does not support Hopper", "versions.cuda"),
+    ("GPU002", _set("versions.nvidia_driver", "560.35.03"), Level.ERROR, "older than 570.26",
+     "versions.nvidia_driver"),
+    ("GPU003", _set("versions.nccl", "2.21.5"), Level.ERROR, "no build for CUDA 12.8", "versions.nccl"),
+    ("GPU004", _set("versions.fabric_manager", "570.124.06"), Level.ERROR, "exact same version",
+     "versions.fabric_manager"),
+    ("SLU002", _set("versions.slurm", "24.05"), Level.ERROR, "ships Slurm 23.11", "versions.slurm"),
+    ("SLU003", _set("os", "debian-12"), Level.ERROR, "", ""),  # placeholder replaced below
+    ("FAB002", _gpu(count=8300, spares=500), Level.ERROR, "more than three tiers", "fabric.switch_ports"),
+    ("FAB003", _set("fabric.oversubscription", 3), Level.WARNING, "33% of line rate", "fabric.oversubscription"),
+    ("STO001", _storage(1, kind="lustre", mgs=["10.30.0.11@o2ib", "10.30.0.12@o2ib"], fsname="datasets",
+                        backends=None, filesystem=None), Level.WARNING, "same storage", "storage[1]"),
+    ("STO002", _storage(1, write_bw="10 GB/s"), Level.WARNING, "s to write", "storage[1].write_bw"),
+    ("STO003", _hw(storage_netdevs=[]), Level.ERROR, "no `storage_netdevs`", "hardware.dgx-h100"),
+    ("HW001", _hw(memory_gib=512), Level.WARNING, "less than 1.5x", "hardware.dgx-h100.memory_gib"),
+    ("HW002", _gpu(spares=1), Level.WARNING, "spare(s) for 32 nodes", "nodes[2].spares"),
+    ("WRK001", _set("workload.model_params_b", 2000), Level.ERROR, "exceeds the cluster's", "workload.model_params_b"),
+    ("MCH001", _drop_machine_row, Level.ERROR, "has no row", "provider.machines"),
+]
+
+
+def _block_on_old_slurm(data: dict[str, Any]) -> None:
+    data["os"] = "debian-12"
+    data["versions"]["slurm"] = "22.05"
+    data["slurm"]["topology"] = "block"
+
+
+CASES[14] = ("SLU003", _block_on_old_slurm, Level.ERROR, "topology/block needs Slurm >= 23.11", "slurm.topology")
+
+
+def _clean_storage(data: dict[str, Any]) -> None:
+    for tier in data["storage"]:
+        for key in [k for k, v in tier.items() if v is None]:
+            del tier[key]
+
+
+@pytest.mark.parametrize(("code", "mutation", "level", "fragment", "path"), CASES, ids=[c[0] for c in CASES])
+def test_rule_fires(tmp_path: Path, code: str, mutation: Mutation, level: Level, fragment: str, path: str) -> None:
+    def apply(data: dict[str, Any]) -> None:
+        mutation(data)
+        _clean_storage(data)
+
+    loaded = load_spec(mutated(tmp_path, apply))
+    findings, _ = validate(loaded)
+    hits = [f for f in findings if f.code == code]
+    assert hits, f"{code} did not fire; findings: {[(f.code, f.message) for f in findings]}"
+    hit = next((f for f in hits if fragment in f.message), hits[0])
+    assert fragment in hit.message
+    assert hit.level is level
+    assert hit.dotted_path == path
+    assert hit.line > 0, "every finding is located"
+
+
+@pytest.mark.parametrize("example", ["onprem-h100-256.yaml", "local.yaml"])
+@pytest.mark.parametrize("code", sorted({c[0] for c in CASES}))
+def test_examples_pass_rule(example: str, code: str) -> None:
+    findings, plan = validate(load_spec(EXAMPLES / example))
+    assert plan is not None
+    bad = [f for f in findings if f.code == code and f.level >= Level.WARNING]
+    assert not bad, [f.message for f in bad]
+
+
+def test_every_registered_rule_is_tested() -> None:
+    validate(load_spec(EXAMPLES / "local.yaml"))  # registers the rules
+    tested = {c[0] for c in CASES}
+    untested = {r.code for r in RULES.values()} - tested - {"CLD", "BUR"}
+    assert not {c for c in untested if not c.startswith(("CLD", "BUR"))}, untested
+
+
+def test_machines_csv_findings_point_into_the_csv(tmp_path: Path) -> None:
+    path = mutated(tmp_path, lambda d: None)
+    csv = tmp_path / "machines.csv"
+    lines = csv.read_text().splitlines()
+    lines.append("gpu999,10.10.9.9,3c:ec:ef:99:99:99,r09")
+    lines.append(lines[5].replace("gpu002", "gpu998"))  # duplicate BMC and MAC of gpu003's row
+    csv.write_text("\n".join(lines) + "\n")
+    findings, _ = validate(load_spec(path))
+    csv_findings = [f for f in findings if f.file == str(csv)]
+    assert any("gpu999" in f.message and f.line == len(lines) - 1 and f.level is Level.WARNING for f in csv_findings)
+    assert any("appears on lines" in f.message and f.level is Level.ERROR for f in csv_findings)
+
+
+def test_skip_rule(tmp_path: Path) -> None:
+    loaded = load_spec(mutated(tmp_path, _gpu(spares=1)))
+    findings, _ = validate(loaded, skip=["spares"])
+    assert not [f for f in findings if f.code == "HW002"]
+    with pytest.raises(ValueError, match="unknown rule"):
+        validate(loaded, skip=["no-such-rule"])
+
+
+def test_phase_one_errors_stop_before_plan(tmp_path: Path) -> None:
+    findings, plan = validate(load_spec(mutated(tmp_path, _gpu(hardware="nope"))))
+    assert plan is None
+    assert {f.code for f in findings} == {"REF001"}
