@@ -36,7 +36,8 @@ def test_onprem_example_fields_as_written() -> None:
     ckpt = spec.storage[1]
     assert ckpt.write_bw == Bandwidth(120, "GB/s")
     assert str(ckpt.write_bw) == "120 GB/s"
-    assert spec.storage[0].read_bw is not None and spec.storage[0].read_bw.bytes_per_s == 60e9
+    assert spec.storage[0].read_bw is not None
+    assert spec.storage[0].read_bw.bytes_per_s == 60e9
 
 
 def _onprem_text() -> str:
@@ -112,7 +113,7 @@ def test_missing_file_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_timestamps_stay_strings(tmp_path: Path) -> None:
-    text = _onprem_text().replace('name: atlas', "name: 2024-01-01")
+    text = _onprem_text().replace("name: atlas", "name: 2024-01-01")
     finding = next(f for f in _errors(_write(tmp_path, text)) if f.dotted_path == "name")
     assert "'2024-01-01'" in finding.message  # read as text, then rejected as not DNS-safe
 
