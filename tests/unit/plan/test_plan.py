@@ -54,8 +54,7 @@ def test_addresses_are_unique_and_inside_the_network() -> None:
 def test_racks_come_from_machines_csv() -> None:
     plan = _plan("onprem-h100-256.yaml")
     csv_racks = {
-        line.split(",")[0]: line.split(",")[3]
-        for line in (EXAMPLES / "machines.csv").read_text().splitlines()[1:]
+        line.split(",")[0]: line.split(",")[3] for line in (EXAMPLES / "machines.csv").read_text().splitlines()[1:]
     }
     assert {n.hostname: n.rack for n in plan.nodes} == csv_racks
     assert plan.node("gpu001").bmc == "10.10.1.1"
