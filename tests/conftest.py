@@ -12,6 +12,17 @@ EXAMPLES = REPO_ROOT / "examples"
 SHARED_FIXTURES = Path(os.environ.get("CLUSTERCTL_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--update-golden`` rewrites the golden files from the current render (review the diff!)."""
+    parser.addoption("--update-golden", action="store_true", help="Refresh tests/golden/*/expected.")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    """Whether golden files are being refreshed."""
+    return bool(request.config.getoption("--update-golden"))
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """The folder of real outputs from real clusters (``../shared/fixtures``).

@@ -95,10 +95,11 @@ def compress(names: Iterable[str]) -> str:
             order.append(key)
         groups[key].append(int(match["num"]))
     out: list[str] = []
-    for key in order:
-        if isinstance(key, str):
-            out.append(key)
+    for entry in order:
+        if isinstance(entry, str):
+            out.append(entry)
             continue
+        key = entry
         prefix, suffix, width = key
         numbers = sorted(set(groups[key]))
         if len(numbers) == 1:

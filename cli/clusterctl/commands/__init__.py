@@ -6,9 +6,12 @@ import click
 
 from clusterctl import __version__
 from clusterctl.app import App
+from clusterctl.commands.down import down_cmd
 from clusterctl.commands.plan import plan_cmd
 from clusterctl.commands.render import render_cmd
 from clusterctl.commands.schema import schema_cmd
+from clusterctl.commands.status import status_cmd
+from clusterctl.commands.up import up_cmd
 from clusterctl.commands.validate import validate_cmd
 
 
@@ -22,5 +25,5 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
     ctx.obj = App(verbosity=-1 if quiet else verbose)
 
 
-for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd):
+for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd, up_cmd, status_cmd, down_cmd):
     cli.add_command(command)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -16,6 +17,15 @@ from clusterctl.spec import SpecError
 F = TypeVar("F", bound=Callable[..., Any])
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
+
+state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".clusterctl"),
+    show_default=True,
+    envvar="CLUSTERCTL_STATE_DIR",
+    help="Where cluster state and secrets are kept.",
+)
 
 
 def output_option(func: F) -> F:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from ruamel.yaml import YAML
 
 from clusterctl import __version__
 from clusterctl.catalog.compat import SLURM_BLOCK_SIZES, at_least
@@ -42,13 +41,68 @@ def _env() -> Environment:
     return env
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _yaml_lines(data: Any, indent: int, out: list[str]) -> None:
+    """Block-style YAML with JSON-quoted scalars (valid YAML, unambiguous, fast).
+
+    Why not a YAML library: emitting the inventory of a few thousand hosts took seconds with
+    the pure-Python emitters; this is a plain walk over dicts, lists and scalars.
+    """
+    pad = " " * indent
+    if isinstance(data, dict):
+        for key in sorted(data):
+            value = data[key]
+            name = key if _PLAIN_KEY.match(str(key)) else json.dumps(str(key))
+            nested = isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
+            if nested and value:
+                out.append(f"{pad}{name}:")
+                _yaml_lines(value, indent + 2, out)
+            else:
+                out.append(f"{pad}{name}: {_scalar(value)}")
+    elif isinstance(data, list):
+        for item in data:
+            if isinstance(item, dict) and item:
+                sub: list[str] = []
+                _yaml_lines(item, indent + 2, sub)
+                sub[0] = f"{pad}- {sub[0].lstrip()}"
+                out.extend(sub)
+            else:
+                out.append(f"{pad}- {_scalar(item)}")
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
 def _yaml_text(header: str, data: Any) -> str:
-    yaml = YAML(typ="safe")
-    yaml.default_flow_style = False
-    yaml.width = 4096
-    buf = io.StringIO()
-    yaml.dump(data, buf)
-    return f"---\n# {header}\n{buf.getvalue()}"
+    lines: list[str] = []
+    _yaml_lines(data, 0, lines)
+    return f"---\n# {header}\n" + "\n".join(lines) + "\n"
+
+
+def _json_text(data: Any) -> str:
+    """JSON with one line per top-level key and per list item below it, so two builds diff by node."""
+    parts: list[str] = []
+    for key in sorted(data):
+        value = data[key]
+        if isinstance(value, list) and value:
+            items = ",\n".join("    " + json.dumps(v, sort_keys=True) for v in value)
+            parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def render_files(plan: Plan) -> list[RenderedFile]:
@@ -78,7 +132,7 @@ def render_files(plan: Plan) -> list[RenderedFile]:
         RenderedFile("ansible/env/envvars", tpl("ansible/env/envvars.j2")),
         RenderedFile("ansible/env/settings", tpl("ansible/env/settings.j2")),
         RenderedFile("DO_NOT_EDIT", f"{header}\nRe-render with: clusterctl render {plan.cluster.spec_file}\n"),
-        RenderedFile("plan.json", json.dumps(plan.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"),
+        RenderedFile("plan.json", _json_text(plan.model_dump(mode="json"))),
     ]
     if plan.slurm.topology != "none":
         files.append(RenderedFile("slurm/topology.conf", tpl("slurm/topology.conf.j2")))

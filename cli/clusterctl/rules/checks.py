@@ -502,7 +502,9 @@ def machines_match_plan(ctx: RuleContext) -> Iterator[Finding]:
             ("provider", "machines"),
             f"{exc}.",
             "Fix machines.csv (hostname,bmc,mac,rack).",
-            **({"file": str(path), "line": exc.line, "column": 1} if exc.line else {}),
+            file=str(path) if exc.line else "",
+            line=exc.line,
+            column=1 if exc.line else 0,
         )
         return
     planned = [n.hostname for n in ctx.require_plan().nodes if not n.burst]

@@ -196,11 +196,11 @@ def _suggest(word: str, owner: type[BaseModel] | None) -> str:
 
 def _value_at(data: Any, path: FieldPath) -> Any:
     for seg in path:
-        if (isinstance(data, dict) and seg in data) or (
-            isinstance(data, list) and isinstance(seg, int) and seg < len(data)
-        ):
-            data = data[seg]
-        else:
+        if not isinstance(data, dict | list):
+            return None
+        try:
+            data = data[seg]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
             return None
     return data
 

@@ -52,5 +52,6 @@ def read_machines(path: Path) -> list[Machine]:
             continue
         if len(row) < len(header):
             raise MachinesError(f"row has {len(row)} column(s), the header has {len(header)}", line_no)
-        machines.append(Machine(*(row[idx[c]].strip() for c in REQUIRED_COLUMNS), line=line_no))
+        hostname, bmc, mac, rack = (row[idx[c]].strip() for c in REQUIRED_COLUMNS)
+        machines.append(Machine(hostname=hostname, bmc=bmc, mac=mac, rack=rack, line=line_no))
     return machines

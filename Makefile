@@ -1,0 +1,74 @@
+# clusterctl task runner; CI (.ci/run) calls `make test` and nothing ad hoc.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SPEC ?= examples/local.yaml
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.ansible-collections
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: help setup docker venv collections up down status lint fmt unit golden integration molecule e2e test bench
+
+help:
+	@echo "make up       bring up $(SPEC) on local Docker (installs Docker, image, venv when missing)"
+	@echo "make test     lint + unit + golden + CLI + stacks + integration + Molecule + end-to-end"
+	@echo "make down     destroy the local example cluster"
+	@echo "make lint | unit | golden | integration | molecule [ROLE=x] | e2e | bench"
+
+docker:
+	bash scripts/docker-bootstrap.sh
+
+$(BIN)/clusterctl: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,cloud]'
+	touch $@
+
+venv: $(BIN)/clusterctl
+
+collections: venv
+	PYTHON=$(BIN)/python bash scripts/ansible-collections.sh
+
+setup: docker venv collections
+
+up: setup
+	$(BIN)/clusterctl up $(SPEC) --yes
+
+status: venv
+	$(BIN)/clusterctl status $(SPEC)
+
+down: venv
+	$(BIN)/clusterctl down $(SPEC) --yes
+
+lint: venv collections
+	$(BIN)/ruff check cli tests stacks benchmarks
+	$(BIN)/ruff format --check cli tests stacks benchmarks
+	$(BIN)/mypy
+	$(BIN)/yamllint -s roles examples .config
+	cd roles && ../$(BIN)/ansible-lint --profile production --offline
+
+fmt: venv
+	$(BIN)/ruff format cli tests stacks benchmarks
+	$(BIN)/ruff check --fix cli tests stacks benchmarks
+
+unit: venv
+	$(PYTEST) -q tests/unit tests/golden tests/cli tests/stacks
+
+golden: venv
+	$(PYTEST) -q tests/golden --update-golden
+
+integration: setup
+	$(PYTEST) -q tests/integration
+
+molecule: setup
+	bash scripts/molecule-all.sh $(ROLE)
+
+e2e: setup
+	$(PYTEST) -q tests/e2e
+
+# The README's test command: everything, failing loudly at the first broken step.
+test: setup lint unit integration molecule e2e
+
+bench: setup
+	$(BIN)/python benchmarks/render_scale.py

@@ -1,0 +1,47 @@
+"""``clusterctl down SPEC``: remove exactly what the cluster created, and its state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from clusterctl.app import App
+from clusterctl.commands.common import handle_internal_errors, spec_argument, state_dir_option, validated_or_exit
+from clusterctl.progress import attach
+from clusterctl.run.events import EventBus
+from clusterctl.run.orchestrate import down
+from clusterctl.run.providers import ProviderError, for_kind
+from clusterctl.run.state import LockedError, StateDir
+
+
+@click.command("down")
+@spec_argument
+@state_dir_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+@handle_internal_errors
+def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bool) -> None:
+    """Destroy the cluster in SPEC: its nodes, networks, volumes and state. Asks unless --yes."""
+    plan = validated_or_exit(app, spec, (), False).plan
+    state = StateDir(state_dir, plan.cluster.name)
+    try:
+        machines = for_kind(plan.cluster.provider).status(plan, state.path)
+    except ProviderError as exc:
+        app.abort(str(exc), 1)
+    present = sorted(h for h, s in machines.items() if s != "missing")
+    if not yes:
+        what = f"{len(present)} node(s) ({', '.join(present)})" if present else "no running nodes"
+        click.confirm(f"Destroy cluster {plan.cluster.name}: {what}, its network and state?", abort=True, err=True)
+    bus = EventBus()
+    attach(bus, app.err, "plain")
+    try:
+        with state.lock("down"):
+            down(plan, state, bus, build_dir=out_dir, yes=yes)
+    except LockedError as exc:
+        app.abort(str(exc), 1)
+    except ProviderError as exc:
+        app.abort(f"{exc}\nSome resources may remain; run `clusterctl down` again.", 1)
+    state.remove()
+    app.display_success(f"cluster {plan.cluster.name} destroyed")

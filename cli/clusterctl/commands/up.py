@@ -1,0 +1,164 @@
+"""``clusterctl up SPEC``: validate, render, provision, configure, check readiness, summarize."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clusterctl.app import App
+from clusterctl.commands.common import (
+    handle_internal_errors,
+    output_option,
+    rule_options,
+    spec_argument,
+    state_dir_option,
+    validated_or_exit,
+)
+from clusterctl.plan import Plan
+from clusterctl.progress import attach
+from clusterctl.render.inventory import container_name
+from clusterctl.run.ansible import AnsibleSetupError
+from clusterctl.run.events import EventBus
+from clusterctl.run.orchestrate import UpResult, up
+from clusterctl.run.providers import ProviderError
+from clusterctl.run.readiness import partitions_summary
+from clusterctl.run.state import LockedError, StateDir
+
+
+def _require_engine_for(plan: Plan) -> None:
+    """Cloud and bare-metal providers need the Pulumi CLI; check before anything happens."""
+    if plan.cluster.provider == "local":
+        return
+    from clusterctl.run.pulumi import require_pulumi_cli
+
+    require_pulumi_cli()
+
+
+def _login_hint(plan: Plan) -> str:
+    login = next((n for n in plan.nodes if n.role == "login"), None) or next(
+        n for n in plan.nodes if n.role == "controller"
+    )
+    if plan.cluster.provider == "local":
+        return f"docker exec -it {container_name(plan, login)} bash -l"
+    user = plan.cluster.provider_config.get("ssh_user", "root")
+    return f"ssh {user}@{login.address}"
+
+
+def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:
+    """The end-of-run summary (also the JSON ``summary`` event)."""
+    emulated = sorted(n.hostname for n in plan.nodes if n.emulated and not n.burst)
+    return {
+        "cluster": plan.cluster.name,
+        "ok": result.ok,
+        "error": result.error,
+        "build_dir": str(result.build_dir),
+        "nodes": {n.hostname: n.role for n in plan.nodes if not n.burst},
+        "partitions": partitions_summary(plan),
+        "login": _login_hint(plan),
+        "emulated_gpus": emulated,
+        "changed_tasks": result.configure.changed_total if result.configure else None,
+        "failures": [
+            {"host": f.host, "task": f.task, "message": f.message, "unreachable": f.unreachable}
+            for f in (result.configure.failures if result.configure else [])
+        ],
+        "readiness_problems": result.readiness.problems if result.readiness else [],
+        "notes": result.readiness.notes if result.readiness else [],
+        "timings_s": result.timings,
+    }
+
+
+def _print_summary(app: App, plan: Plan, data: dict[str, Any]) -> None:
+    out = app.out
+    if data["failures"]:
+        out.print("[bold red]Failed:[/bold red]")
+        for failure in data["failures"]:
+            kind = "unreachable" if failure["unreachable"] else "failed"
+            out.print(f"  {failure['host']}: {kind} in task '{failure['task']}': {failure['message']}", markup=False)
+        out.print(
+            f"Ansible log: {data['build_dir']}/logs/ansible.log  -- fix the cause and run `clusterctl up` "
+            "again; it continues where it stopped.",
+            markup=False,
+        )
+    for problem in data["readiness_problems"]:
+        out.print(f"[red]not ready:[/red] {problem}")
+    for note in data["notes"]:
+        out.print(f"note: {note}", markup=False)
+    if data["ok"]:
+        out.print(
+            f"[bold green]Cluster {plan.cluster.name} is up[/bold green] "
+            f"({data['changed_tasks']} changed task(s), {data['timings_s'].get('total', 0):.0f} s)"
+        )
+    roles: dict[str, list[str]] = {}
+    for host, role in data["nodes"].items():
+        roles.setdefault(role, []).append(host)
+    out.print("Nodes: " + "; ".join(f"{role}: {', '.join(hosts)}" for role, hosts in roles.items()), markup=False)
+    out.print("Partitions: " + "; ".join(data["partitions"]), markup=False)
+    out.print(f"Log in: {data['login']}", markup=False)
+    if data["emulated_gpus"]:
+        out.print(
+            "Emulated GPUs on "
+            + ", ".join(data["emulated_gpus"])
+            + ": Slurm schedules them as real GRES (/dev/nvidia* character devices); the GPU roles "
+            "(driver, CUDA, NCCL, DCGM, enroot) were skipped there.",
+            markup=False,
+        )
+
+
+@click.command("up")
+@spec_argument
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory.")
+@state_dir_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (cloud previews).")
+@output_option
+@rule_options
+@click.pass_obj
+@handle_internal_errors
+def up_cmd(
+    app: App,
+    spec: str,
+    out_dir: Path | None,
+    state_dir: Path,
+    yes: bool,
+    output: str,
+    skip_rules: tuple[str, ...],
+    strict: bool,
+) -> None:
+    """Bring the cluster in SPEC up, or converge it to SPEC if it exists.
+
+    Re-running finishes an interrupted or failed run and changes nothing when nothing differs.
+    """
+    app.output = output
+    validated = validated_or_exit(app, spec, skip_rules, strict)
+    plan = validated.plan
+    try:
+        _require_engine_for(plan)
+    except Exception as exc:
+        app.abort(f"{exc} Nothing was created.", 1)
+    if not app.json:
+        app.show_findings(validated.findings)
+    state = StateDir(state_dir, plan.cluster.name)
+    bus = EventBus()
+    live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
+    try:
+        with state.lock("up"), live or contextlib.nullcontext():
+            result = up(validated, state, bus, out_dir=out_dir, yes=yes)
+    except LockedError as exc:
+        app.abort(str(exc), 1)
+    except (ProviderError, AnsibleSetupError) as exc:
+        app.abort(
+            f"{exc}\nWhat was created so far is recorded in {state.path}; run `clusterctl up` again after "
+            "fixing this, or `clusterctl down` to remove it.",
+            1,
+        )
+    data = summary_data(plan, result)
+    if app.json:
+        from clusterctl.run.events import Event
+
+        bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
+    else:
+        _print_summary(app, plan, data)
+    if not result.ok:
+        raise SystemExit(1)

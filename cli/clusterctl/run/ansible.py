@@ -1,0 +1,165 @@
+"""Configure nodes with ansible-runner over the rendered build directory.
+
+The build dir's ``ansible/`` is the runner's private data dir (inventory, env); the roles
+and ``site.yml`` come from clusterctl's data. Events feed the bus; the full Ansible output
+goes to ``<build>/logs/ansible.log`` (tasks touching secrets are no_log).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterctl.paths import data_root, roles_dir
+from clusterctl.run.events import EventBus
+
+PHASE = "configure"
+REQUIRED_COLLECTIONS = ("community/docker", "community/general", "ansible/posix")
+
+
+class AnsibleSetupError(Exception):
+    """Ansible cannot run here; the message says what to install."""
+
+
+@dataclass(frozen=True)
+class HostFailure:
+    """A task that failed on a host."""
+
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+
+@dataclass
+class ConfigureResult:
+    """What a configure run did."""
+
+    status: str
+    rc: int
+    changed: dict[str, int] = field(default_factory=dict)
+    ok: dict[str, int] = field(default_factory=dict)
+    failures: list[HostFailure] = field(default_factory=list)
+    seconds: float = 0.0
+    log: Path | None = None
+
+    @property
+    def changed_total(self) -> int:
+        """Changed tasks over all hosts."""
+        return sum(self.changed.values())
+
+    @property
+    def succeeded(self) -> bool:
+        """No failures and a zero exit."""
+        return self.rc == 0 and not self.failures
+
+
+def collections_path() -> str:
+    """Where the Ansible collections the roles need live.
+
+    Why: Galaxy may be unreachable; the project's scripts/ansible-collections.sh extracts them
+    from the `ansible` PyPI package into .ansible-collections/, and `pip install ansible` works too.
+    """
+    candidates = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
+    candidates += [str(data_root() / ".ansible-collections"), str(Path.home() / ".ansible" / "collections")]
+    for base in candidates:
+        if all((Path(base) / "ansible_collections" / c).is_dir() for c in REQUIRED_COLLECTIONS):
+            return os.pathsep.join(dict.fromkeys(candidates))
+    if importlib.util.find_spec("ansible_collections.community.docker") is not None:
+        return os.pathsep.join(dict.fromkeys(candidates))
+    raise AnsibleSetupError(
+        "the Ansible collections community.docker, community.general and ansible.posix are not installed. "
+        "Run scripts/ansible-collections.sh (no Galaxy needed) or `pip install ansible`."
+    )
+
+
+def _message(result: dict[str, Any]) -> str:
+    for key in ("msg", "stderr", "module_stderr", "reason"):
+        value = result.get(key)
+        if value:
+            return str(value).strip().splitlines()[-1][:400] if key != "msg" else str(value)[:600]
+    return "failed"
+
+
+def run_playbook(
+    build_dir: Path,
+    state_dir: Path,
+    events: EventBus,
+    *,
+    extravars: dict[str, Any] | None = None,
+    limit: Sequence[str] | None = None,
+    playbook: Path | None = None,
+    ident: str | None = None,
+) -> ConfigureResult:
+    """Run ``site.yml`` (or ``playbook``) over the build directory's inventory."""
+    import ansible_runner
+
+    private = (build_dir / "ansible").resolve()
+    logs = build_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / "ansible.log"
+    facts = state_dir / "facts"
+    facts.mkdir(parents=True, exist_ok=True)
+    envvars = {
+        "ANSIBLE_ROLES_PATH": str(roles_dir()),
+        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(facts.resolve()),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_LOCAL_TEMP": str((state_dir / "tmp").resolve()),
+    }
+    failures: list[HostFailure] = []
+    started = time.monotonic()
+
+    with log_path.open("a") as log:
+        log.write(f"\n===== clusterctl configure {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
+
+        def on_event(event: dict[str, Any]) -> bool:
+            stdout = event.get("stdout")
+            if stdout:
+                log.write(stdout + "\n")
+            name = event.get("event", "")
+            data = event.get("event_data", {})
+            host = data.get("host", "")
+            task = data.get("task", "")
+            if name == "runner_on_ok":
+                changed = bool(data.get("res", {}).get("changed"))
+                events.host(PHASE, host, "changed" if changed else "ok", task=task)
+            elif name == "runner_on_failed" and not data.get("ignore_errors"):
+                message = _message(data.get("res", {}))
+                failures.append(HostFailure(host, task, message))
+                events.host(PHASE, host, "failed", message, task=task)
+            elif name == "runner_on_unreachable":
+                message = _message(data.get("res", {}))
+                failures.append(HostFailure(host, task, message, unreachable=True))
+                events.host(PHASE, host, "unreachable", message, task=task)
+            elif name == "runner_on_start":
+                events.host(PHASE, host, "running", task=task)
+            return True
+
+        runner = ansible_runner.run(
+            private_data_dir=str(private),
+            playbook=str(playbook or roles_dir() / "site.yml"),
+            envvars=envvars,
+            extravars=extravars or {},
+            limit=",".join(limit) if limit else None,
+            event_handler=on_event,
+            quiet=True,
+            ident=ident,
+            rotate_artifacts=3,
+        )
+    stats = runner.stats or {}
+    return ConfigureResult(
+        status=runner.status,
+        rc=runner.rc,
+        changed=dict(stats.get("changed", {})),
+        ok=dict(stats.get("ok", {})),
+        failures=failures,
+        seconds=time.monotonic() - started,
+        log=log_path,
+    )

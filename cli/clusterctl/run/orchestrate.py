@@ -1,0 +1,128 @@
+"""``up`` and ``down`` as functions: render, provision, configure, check readiness; or tear down.
+
+Commands wire these to the terminal; tests and benchmarks call them directly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterctl.pipeline import Validated, render
+from clusterctl.plan import Plan
+from clusterctl.run.ansible import ConfigureResult, run_playbook
+from clusterctl.run.events import EventBus
+from clusterctl.run.providers import ProvisionedHost, for_kind
+from clusterctl.run.readiness import Readiness, check_cluster
+from clusterctl.run.remote import Remote
+from clusterctl.run.state import StateDir
+
+# Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
+MUNGE_KEY = ("munge.key", 1024, True, 0o400)
+DBD_PASSWORD = ("slurmdbd_password", 24, False, 0o600)
+
+
+@dataclass
+class UpResult:
+    """What ``up`` did."""
+
+    build_dir: Path
+    hosts: list[ProvisionedHost] = field(default_factory=list)
+    configure: ConfigureResult | None = None
+    readiness: Readiness | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Everything succeeded."""
+        return (
+            not self.error
+            and self.configure is not None
+            and self.configure.succeeded
+            and self.readiness is not None
+            and self.readiness.ok
+        )
+
+
+def secrets_extravars(state: StateDir) -> dict[str, str]:
+    """Paths (never contents) of the cluster's secrets, generated once, for the roles."""
+    munge = state.secret_file(MUNGE_KEY[0], MUNGE_KEY[1], binary=MUNGE_KEY[2], mode=MUNGE_KEY[3])
+    dbd = state.secret_file(DBD_PASSWORD[0], DBD_PASSWORD[1], binary=DBD_PASSWORD[2], mode=DBD_PASSWORD[3])
+    return {"munge_key_file": str(munge.resolve()), "slurm_dbd_password_file": str(dbd.resolve())}
+
+
+def _timed(timings: dict[str, float], name: str, started: float) -> None:
+    timings[name] = round(time.monotonic() - started, 1)
+
+
+def up(
+    validated: Validated, state: StateDir, events: EventBus, *, out_dir: Path | None = None, yes: bool = False
+) -> UpResult:
+    """Bring the cluster to the plan. The caller holds the state lock."""
+    plan = validated.plan
+    t0 = time.monotonic()
+    events.phase("render")
+    build_dir, changed = render(validated, out_dir)
+    events.phase_done("render", message=f"{build_dir} ({len(changed)} file(s) changed)")
+    result = UpResult(build_dir=build_dir)
+    _timed(result.timings, "render", t0)
+
+    t1 = time.monotonic()
+    events.phase("provision")
+    provider = for_kind(plan.cluster.provider)
+    state.update(
+        provider=plan.cluster.provider, spec=plan.cluster.spec_file, build_dir=str(build_dir), status="provisioning"
+    )
+    result.hosts = provider.provision(plan, build_dir, state.path, yes=yes, events=events)
+    state.update(nodes={h.hostname: h.container or h.address for h in result.hosts}, status="provisioned")
+    events.phase_done("provision", message=f"{len(result.hosts)} node(s)")
+    _timed(result.timings, "provision", t1)
+
+    t2 = time.monotonic()
+    events.phase("configure")
+    extravars = secrets_extravars(state)
+    result.configure = run_playbook(build_dir, state.path, events, extravars=extravars)
+    cfg = result.configure
+    state.update(
+        status="configured" if cfg.succeeded else "configure-failed",
+        last_configure={
+            "rc": cfg.rc,
+            "changed": cfg.changed_total,
+            "failed_hosts": sorted({f.host for f in cfg.failures}),
+            "seconds": round(cfg.seconds, 1),
+        },
+    )
+    events.phase_done(
+        "configure",
+        "ok" if cfg.succeeded else "failed",
+        f"{cfg.changed_total} changed task(s)",
+        changed=cfg.changed_total,
+    )
+    _timed(result.timings, "configure", t2)
+    if not cfg.succeeded:
+        hosts = ", ".join(sorted({f.host for f in cfg.failures})) or "unknown host"
+        result.error = f"configuration failed on {hosts}"
+        return result
+
+    t3 = time.monotonic()
+    events.phase("readiness")
+    result.readiness = check_cluster(plan, Remote(plan), events)
+    events.phase_done("readiness", "ok" if result.readiness.ok else "failed")
+    _timed(result.timings, "readiness", t3)
+    state.update(status="up" if result.readiness.ok else "not-ready")
+    if not result.readiness.ok:
+        result.error = "the cluster is configured but not ready"
+    result.timings["total"] = round(time.monotonic() - t0, 1)
+    return result
+
+
+def down(plan: Plan, state: StateDir, events: EventBus, *, build_dir: Path | None = None, yes: bool = False) -> None:
+    """Destroy what the cluster's provider created and remove its state. The caller holds the lock."""
+    events.phase("destroy")
+    provider = for_kind(plan.cluster.provider)
+    recorded = state.read().get("build_dir")
+    target = build_dir or (Path(recorded) if recorded else Path("build") / plan.cluster.name)
+    provider.destroy(plan, target, state.path, yes=yes, events=events)
+    events.phase_done("destroy")

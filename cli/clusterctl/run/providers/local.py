@@ -1,0 +1,256 @@
+"""The local provider: nodes are systemd containers on this machine's Docker; GPUs are emulated.
+
+Why containers with systemd: the same roles that configure real machines run unchanged
+(services, units, PAM). Containers run unprivileged with the flags that boot systemd on
+these hosts; `down` removes exactly what carries this cluster's label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from clusterctl.paths import data_root
+from clusterctl.plan import Plan, PlanNode
+from clusterctl.render.inventory import container_name
+from clusterctl.run.docker import DockerError, docker, engine_available, inspect, labelled
+from clusterctl.run.events import EventBus
+from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+
+LABEL = "clusterctl.cluster"
+DEFAULT_IMAGE = "local/debian:bookworm"
+# Flags that boot systemd in an unprivileged container on cgroup v1 and v2 hosts.
+SYSTEMD_FLAGS = [
+    "--cap-add",
+    "SYS_ADMIN",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--tmpfs",
+    "/tmp",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--cgroupns=host",
+    "-e",
+    "container=docker",
+    "--stop-signal",
+    "SIGRTMIN+3",
+]
+BOOT_TIMEOUT_S = 120
+PHASE = "provision"
+
+
+def network_name(plan: Plan) -> str:
+    """The cluster's Docker network."""
+    return f"clusterctl-{plan.cluster.name}"
+
+
+def _image(plan: Plan) -> str:
+    return str(plan.cluster.provider_config.get("image") or DEFAULT_IMAGE)
+
+
+def ensure_engine_and_image(image: str, events: EventBus) -> None:
+    """Start nothing silently: check the engine; build the default image when missing."""
+    if not engine_available():
+        raise ProviderError(
+            "no Docker engine answers. Start one (as root: scripts/docker-bootstrap.sh installs docker.io and "
+            "starts dockerd), then run `clusterctl up` again."
+        )
+    if inspect("image", image) is not None:
+        return
+    if image != DEFAULT_IMAGE:
+        raise ProviderError(
+            f"image {image} is not present; pull or build it, or drop provider.image to use "
+            f"the locally built {DEFAULT_IMAGE}."
+        )
+    script = data_root() / "scripts" / "docker-bootstrap.sh"
+    events.info(f"building {image} with debootstrap (about 90 s, once)", phase=PHASE)
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ProviderError(f"building {image} failed:\n{result.stderr.strip()[-2000:]}")
+
+
+def _ensure_network(plan: Plan) -> str:
+    name = network_name(plan)
+    existing = inspect("network", name)
+    subnet = plan.cluster.management_cidr
+    if existing is not None:
+        configs = existing.get("IPAM", {}).get("Config") or []
+        if not any(c.get("Subnet") == subnet for c in configs):
+            raise ProviderError(
+                f"Docker network {name} exists with another subnet; remove it or run `clusterctl "
+                "down` for the cluster that made it."
+            )
+        return name
+    result = docker(
+        "network",
+        "create",
+        "--driver",
+        "bridge",
+        "--subnet",
+        subnet,
+        "--gateway",
+        plan.cluster.gateway,
+        "--label",
+        f"{LABEL}={plan.cluster.name}",
+        name,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ProviderError(
+            f"cannot create Docker network {name} on {subnet}: {result.stderr.strip()}. "
+            "If another network uses an overlapping subnet, change network.management_cidr."
+        )
+    return name
+
+
+def _start_node(plan: Plan, node: PlanNode, network: str, image: str) -> str:
+    """Create or start the node's container; return what was done."""
+    name = container_name(plan, node)
+    info = inspect("container", name)
+    if info is not None:
+        if info["Config"].get("Labels", {}).get(LABEL) != plan.cluster.name:
+            raise ProviderError(f"container {name} exists but does not belong to cluster {plan.cluster.name}")
+        if info["State"]["Running"]:
+            return "running"
+        docker("start", name)
+        return "started"
+    docker(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--hostname",
+        node.hostname,
+        "--network",
+        network,
+        "--ip",
+        node.address,
+        "--network-alias",
+        node.hostname,
+        "--label",
+        f"{LABEL}={plan.cluster.name}",
+        "--label",
+        f"clusterctl.node={node.hostname}",
+        "--label",
+        f"clusterctl.role={node.role}",
+        *SYSTEMD_FLAGS,
+        image,
+        "/lib/systemd/systemd",
+    )
+    return "created"
+
+
+def _wait_booted(name: str) -> None:
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while True:
+        # is-system-running exits 0 (running) or 1 (degraded) once boot has finished.
+        result = docker("exec", name, "systemctl", "is-system-running", "--wait", check=False, timeout=BOOT_TIMEOUT_S)
+        if result.stdout.strip() in ("running", "degraded"):
+            return
+        if time.monotonic() > deadline:
+            raise ProviderError(f"{name}: systemd did not finish booting ({result.stdout.strip() or result.stderr})")
+        time.sleep(1)
+
+
+class LocalProvider:
+    """Nodes as containers; see the module docstring."""
+
+    def provision(
+        self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
+    ) -> list[ProvisionedHost]:
+        """Create or start one container per (non-burst) node, in parallel, and wait for systemd."""
+        image = _image(plan)
+        ensure_engine_and_image(image, events)
+        network = _ensure_network(plan)
+        nodes = [n for n in plan.nodes if not n.burst]
+        return self.start_nodes(plan, nodes, network, image, events)
+
+    def start_nodes(
+        self, plan: Plan, nodes: list[PlanNode], network: str, image: str, events: EventBus
+    ) -> list[ProvisionedHost]:
+        """Start ``nodes`` (also used to resume burst nodes)."""
+
+        def one(node: PlanNode) -> ProvisionedHost:
+            events.host(PHASE, node.hostname, "running", "starting container")
+            try:
+                what = _start_node(plan, node, network, image)
+                _wait_booted(container_name(plan, node))
+            except DockerError as exc:
+                events.host(PHASE, node.hostname, "failed", str(exc))
+                raise
+            events.host(PHASE, node.hostname, "changed" if what != "running" else "ok", what)
+            return ProvisionedHost(
+                hostname=node.hostname,
+                address=node.address,
+                connection="docker",
+                container=container_name(plan, node),
+            )
+
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(nodes)))) as pool:
+            return list(pool.map(one, nodes))
+
+    def remove_nodes(self, plan: Plan, nodes: list[PlanNode], events: EventBus) -> None:
+        """Remove the containers of ``nodes`` and the cgroup trees their slurmd left on the host."""
+        for node in nodes:
+            name = container_name(plan, node)
+            if inspect("container", name) is not None:
+                docker("rm", "-f", "-v", name)
+                events.host("destroy", node.hostname, "changed", "container removed")
+            remove_slurm_cgroups(node.hostname)
+
+    def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
+        """Remove every container, volume and network labelled with this cluster, and slurmd's cgroups."""
+        label = f"{LABEL}={plan.cluster.name}"
+        containers = labelled("container", label)
+        if containers:
+            docker("rm", "-f", "-v", *containers, timeout=600)
+        for container in containers:
+            events.host("destroy", container.removeprefix(f"clusterctl-{plan.cluster.name}-"), "changed", "removed")
+        for volume in labelled("volume", label):
+            docker("volume", "rm", "-f", volume)
+        for network in labelled("network", label):
+            docker("network", "rm", network)
+        for node in plan.nodes:
+            remove_slurm_cgroups(node.hostname)
+
+    def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
+        """Container state per hostname (running, exited, missing, ...)."""
+        out = docker(
+            "ps",
+            "-a",
+            "--filter",
+            f"label={LABEL}={plan.cluster.name}",
+            "--format",
+            '{{.Label "clusterctl.node"}} {{.State}}',
+        ).stdout
+        states = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        return {n.hostname: states.get(n.hostname, "missing") for n in plan.nodes} | {
+            host: state for host, state in states.items() if host not in {n.hostname for n in plan.nodes}
+        }
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def slurm_cgroup_dirs(hostname: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """The ``slurm_<node>`` trees Debian's slurmd makes at the host's cgroup root (cgroupns=host)."""
+    name = f"slurm_{hostname}"
+    found = [root / name] if (root / name).is_dir() else []
+    if root.is_dir():
+        found += [p / name for p in sorted(root.iterdir()) if p.is_dir() and (p / name).is_dir()]
+    return found
+
+
+def remove_slurm_cgroups(hostname: str, root: Path = CGROUP_ROOT) -> None:
+    """Remove slurmd's cgroup trees for ``hostname`` (deepest first: cgroupfs only rmdirs empty groups)."""
+    for tree in slurm_cgroup_dirs(hostname, root):
+        for sub in sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        with contextlib.suppress(OSError):
+            tree.rmdir()

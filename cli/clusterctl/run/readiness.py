@@ -1,0 +1,156 @@
+"""Quick readiness checks after configuration (not the acceptance suite of ``clusterctl verify``).
+
+Slurm nodes idle with the planned GRES, the topology loaded, munge working on every node,
+exporters answering and Prometheus seeing every target. Nodes that ``verify`` drained
+are reported, never undone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from clusterctl.hostlist import expand
+from clusterctl.plan import Plan
+from clusterctl.run.events import EventBus
+from clusterctl.run.remote import Remote
+
+PHASE = "readiness"
+VERIFY_REASON = "clusterctl-verify:"
+GOOD_STATES = {"idle", "mix", "mixed", "alloc", "allocated", "comp", "completing"}
+
+
+@dataclass
+class Readiness:
+    """Outcome of the readiness checks."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    node_states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No problems."""
+        return not self.problems
+
+
+def _sinfo(remote: Remote, controller: str) -> dict[str, tuple[str, str, str]]:
+    result = remote.run(controller, "sinfo -h -N -o '%N|%T|%G|%E'", timeout=30)
+    nodes: dict[str, tuple[str, str, str]] = {}
+    for line in result.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 4:
+            nodes[parts[0]] = (parts[1].lower().rstrip("*~#!%$@^-+"), parts[2], parts[3])
+    return nodes
+
+
+def check_slurm(plan: Plan, remote: Remote, result: Readiness, timeout: float = 90) -> None:
+    """Compute nodes registered, idle, with the planned GRES."""
+    controller = plan.slurm.controllers[0]
+    expected = {n.hostname: n for n in plan.nodes if n.role == "compute" and not n.burst}
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = _sinfo(remote, controller)
+        waiting = [
+            h
+            for h in expected
+            if nodes.get(h, ("", "", ""))[0] not in GOOD_STATES
+            and not nodes.get(h, ("", "", ""))[2].startswith(VERIFY_REASON)
+        ]
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    for host, node in expected.items():
+        state, gres, reason = nodes.get(host, ("missing", "", ""))
+        result.node_states[host] = state
+        if reason.startswith(VERIFY_REASON):
+            result.notes.append(f"{host} is drained by clusterctl verify ({reason}); left as it is")
+            continue
+        if state not in GOOD_STATES:
+            why = f" ({reason})" if reason and reason != "none" else ""
+            result.problems.append(f"{host}: Slurm state {state}{why}, expected idle")
+        want = f"gpu:{node.gres_type}:{node.gpus}" if node.gpus else "(null)"
+        if node.gpus and not gres.startswith(want):
+            result.problems.append(f"{host}: GRES {gres or 'none'}, expected {want}")
+    burst = [n.hostname for n in plan.nodes if n.burst]
+    for host in burst:
+        result.node_states[host] = nodes.get(host, ("missing", "", ""))[0]
+
+
+def check_topology(plan: Plan, remote: Remote, result: Readiness) -> None:
+    """The switches Slurm loaded are the rendered ones."""
+    if plan.slurm.topology != "tree":
+        return
+    out = remote.run(plan.slurm.controllers[0], "scontrol show topology", timeout=30).stdout
+    loaded = {
+        tok.split("=", 1)[1] for line in out.splitlines() for tok in line.split() if tok.startswith("SwitchName=")
+    }
+    want = {s.name for s in plan.slurm.switches}
+    if loaded != want:
+        result.problems.append(f"topology: Slurm has switches {sorted(loaded)}, the render has {sorted(want)}")
+
+
+def check_munge(plan: Plan, remote: Remote, result: Readiness) -> None:
+    """munge encodes and decodes on every (non-burst) node."""
+    for node in plan.nodes:
+        if node.burst:
+            continue
+        out = remote.run(node.hostname, "munge -n | unmunge | grep -c 'STATUS: *Success'", timeout=30)
+        if out.stdout.strip() != "1":
+            result.problems.append(f"{node.hostname}: munge does not work ({(out.stderr or out.stdout).strip()[:200]})")
+
+
+_PROM_QUERY = (
+    'python3 -c "import json,urllib.request;'
+    "print(json.dumps([(t['labels'].get('instance'),t['health']) for t in "
+    "json.load(urllib.request.urlopen('http://localhost:9090/api/v1/targets'))['data']['activeTargets']]))\""
+)
+
+
+def check_monitoring(plan: Plan, remote: Remote, result: Readiness, timeout: float = 90) -> None:
+    """Prometheus sees every rendered target up (waits for the first scrapes)."""
+    mon = plan.monitoring
+    if not mon.prometheus or not mon.prometheus_host:
+        return
+    want = {f"{h}:{mon.node_exporter_port}" for h in mon.node_exporter_targets}
+    want |= {f"{h}:{mon.dcgm_exporter_port}" for h in mon.dcgm_exporter_targets}
+    deadline = time.monotonic() + timeout
+    down: set[str] = set(want)
+    while time.monotonic() < deadline:
+        out = remote.run(mon.prometheus_host, _PROM_QUERY, timeout=30)
+        try:
+            targets = dict(json.loads(out.stdout or "[]"))
+        except (json.JSONDecodeError, TypeError, ValueError):
+            targets = {}
+        down = {t for t in want if targets.get(t) != "up"}
+        if not down:
+            return
+        time.sleep(3)
+    result.problems.append(f"monitoring: Prometheus does not see these targets up: {', '.join(sorted(down))}")
+
+
+def check_cluster(plan: Plan, remote: Remote, events: EventBus) -> Readiness:
+    """Run every readiness check, emitting events."""
+    result = Readiness()
+    for name, check in (
+        ("slurm", check_slurm),
+        ("topology", check_topology),
+        ("munge", check_munge),
+        ("monitoring", check_monitoring),
+    ):
+        before = len(result.problems)
+        check(plan, remote, result)
+        new = result.problems[before:]
+        events.host(PHASE, name, "failed" if new else "ok", "; ".join(new) or "ok")
+    return result
+
+
+def partitions_summary(plan: Plan) -> list[str]:
+    """``gpu: gpu[001-004] (default)`` lines."""
+    return [
+        f"{p.name}: {p.hosts} ({len(expand(p.hosts)) if p.hosts else 0} nodes"
+        + (", default" if p.default else "")
+        + f", max {p.max_time})"
+        for p in plan.slurm.partitions
+    ]
