@@ -4,5 +4,6 @@
 reads ``ibnetdiscover`` (plain and ``-p``) and ``iblinkinfo`` text into it,
 ``discovered_topology`` derives the switch hierarchy and renders a Slurm
 ``topology.conf``, and ``lint`` checks any ``topology.conf`` for defects Slurm
-would reject or silently mis-schedule.
+would reject or silently mis-schedule. ``expected`` reads the designed cabling from
+a plan and ``compare`` checks a discovered fabric against it, structurally.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from clusterctl import __version__
@@ -140,7 +140,7 @@ def derive_topology(
     fabric: Fabric,
     *,
     host_pattern: str | re.Pattern[str] | None = None,
-    group_leaves: Iterable[set[str]] | None = None,
+    group_leaves: Iterable[set[str]] | Mapping[str, set[str]] | None = None,
 ) -> DiscoveredTopology:
     """Derive the Slurm switch hierarchy of a fabric.
 
@@ -150,6 +150,8 @@ def derive_topology(
             `clusterctl.fabric.model.split_description`. Default: the first token.
         group_leaves: Sets of leaf switches (by name from `switch_names` or by GUID)
             to present as one leaf line, such as the rail leaves of one scalable unit.
+            A mapping names each line after its key (``{"su1": {...}}``), made
+            Slurm-safe and unique; otherwise a line is named after its members.
 
     Returns:
         The switch lines and warnings. A host cabled to several leaf lines is placed
@@ -234,7 +236,7 @@ def render_topology_conf(
     fabric: Fabric,
     *,
     host_pattern: str | re.Pattern[str] | None = None,
-    group_leaves: Iterable[set[str]] | None = None,
+    group_leaves: Iterable[set[str]] | Mapping[str, set[str]] | None = None,
     header: str | None = None,
 ) -> str:
     """Derive the hierarchy (see `derive_topology`) and render ``topology.conf`` text."""
@@ -254,6 +256,7 @@ class _Unit:
     hosts: set[str]
     children: list[_Unit]
     parent: _Unit | None = None
+    label: str | None = None
 
 
 def _description_name(description: str) -> str | None:
@@ -313,6 +316,8 @@ def _group_name(member_names: list[str]) -> str:
 def _unit_name(unit: _Unit, names: dict[str, str]) -> str:
     if not unit.members:
         return "root"
+    if unit.label:
+        return unit.label
     return _group_name([names[m] for m in unit.members])
 
 
@@ -327,11 +332,20 @@ def _switch_adjacency(fabric: Fabric) -> dict[str, set[str]]:
     return adjacency
 
 
-def _leaf_units(leaf_guids: list[str], names: dict[str, str], group_leaves: Iterable[set[str]] | None) -> list[_Unit]:
+def _leaf_units(
+    leaf_guids: list[str],
+    names: dict[str, str],
+    group_leaves: Iterable[set[str]] | Mapping[str, set[str]] | None,
+) -> list[_Unit]:
     by_name = {name: guid for guid, name in names.items()}
     grouped: dict[str, int] = {}
-    groups: list[set[str]] = []
-    for index, group in enumerate(group_leaves or ()):
+    groups: list[tuple[set[str], str | None]] = []
+    labelled: list[tuple[str | None, set[str]]] = (
+        [(_label(key), set(group)) for key, group in group_leaves.items()]
+        if isinstance(group_leaves, Mapping)
+        else [(None, set(group)) for group in group_leaves or ()]
+    )
+    for index, (label, group) in enumerate(labelled):
         members: set[str] = set()
         for ident in sorted(group):
             guid = _resolve_switch(ident, by_name, names)
@@ -343,10 +357,18 @@ def _leaf_units(leaf_guids: list[str], names: dict[str, str], group_leaves: Iter
             grouped[guid] = index
             members.add(guid)
         if members:
-            groups.append(members)
-    units = [_Unit(frozenset(g), 1, set(), []) for g in groups]
+            groups.append((members, label))
+    units = [_Unit(frozenset(g), 1, set(), [], label=label) for g, label in groups]
     units.extend(_Unit(frozenset({g}), 1, set(), []) for g in leaf_guids if g not in grouped)
     return units
+
+
+def _label(text: str) -> str:
+    """A group key as a Slurm-safe switch name (``su 1`` -> ``su-1``)."""
+    name = _SAFE_RE.sub("-", text.strip()).strip("-.")[:MAX_NAME]
+    if not name:
+        raise ValueError(f"group_leaves key {text!r} gives no usable switch name; use letters, digits, . _ or -.")
+    return name
 
 
 def _resolve_switch(ident: str, by_name: dict[str, str], names: dict[str, str]) -> str | None:

@@ -157,6 +157,8 @@ class Port:
         lid: The LID the input reports for this port, if any.
         remote: GUID of the node at the other end, ``None`` when unconnected.
         remote_port: Port number at the other end, ``None`` when unconnected.
+        state: The logical port state when the input shows it (``iblinkinfo``:
+            ``Active``, ``Init``, ``Down``), else ``None``.
     """
 
     number: int
@@ -164,6 +166,7 @@ class Port:
     lid: int | None = None
     remote: str | None = None
     remote_port: int | None = None
+    state: str | None = None
 
     @property
     def connected(self) -> bool:

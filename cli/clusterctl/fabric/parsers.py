@@ -88,6 +88,7 @@ class _NodeDraft:
 class _PortDraft:
     guid: str | None = None
     lid: int | None = None
+    state: str | None = None
 
 
 @dataclass
@@ -123,10 +124,19 @@ class _Builder:
         if port_count is not None:
             draft.port_count = port_count
 
-    def port(self, guid: str, number: int, *, port_guid: str | None = None, lid: int | None = None) -> None:
+    def port(
+        self,
+        guid: str,
+        number: int,
+        *,
+        port_guid: str | None = None,
+        lid: int | None = None,
+        state: str | None = None,
+    ) -> None:
         draft = self.ports.setdefault((guid, number), _PortDraft())
         draft.guid = draft.guid or port_guid
         draft.lid = draft.lid if draft.lid is not None else lid
+        draft.state = draft.state or state
 
     def link(self, new: Link, line_no: int) -> None:
         """Record a link once, whichever end reported it, and reconcile disagreements."""
@@ -178,6 +188,7 @@ class _Builder:
                 port_draft.lid,
                 remote[0] if remote else None,
                 remote[1] if remote else None,
+                port_draft.state,
             )
         nodes: dict[str, Node] = {}
         for guid, draft in sorted(self.nodes.items()):
@@ -648,6 +659,7 @@ def _resolve_linkinfo(builder: _Builder, listed: list[_Listed], ports: list[_Lin
             rec.port,
             port_guid=rec.port_guid,
             lid=rec.lid if rec.kind != "switch" else None,
+            state=rec.state,
         )
         if rec.remote is None:
             continue

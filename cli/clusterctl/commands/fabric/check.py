@@ -1,0 +1,121 @@
+"""``clusterctl fabric check SPEC``: the cabled InfiniBand fabric against the spec's design."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from clusterctl.app import App
+from clusterctl.commands.common import handle_internal_errors, output_option, spec_argument, validated_or_exit
+from clusterctl.commands.fabric.common import FabricSource, fabric_input_options, load_fabric
+from clusterctl.fabric.compare import CablingReport, compare_fabric
+from clusterctl.fabric.expected import ExpectedFabric, expected_fabric
+
+_STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+@click.command("check")
+@spec_argument
+@fabric_input_options
+@output_option
+@click.option("--strict", is_flag=True, help="Warnings (unknown hosts, extra uplinks) fail too.")
+@click.pass_obj
+@handle_internal_errors
+def check_cmd(
+    app: App,
+    spec: str,
+    ibnetdiscover: str | None,
+    iblinkinfo: str | None,
+    host_pattern: str | None,
+    output: str,
+    strict: bool,
+) -> None:
+    """Check the cabled fabric against SPEC: rails, leaves, uplinks, links, ports.
+
+    Reads saved ibnetdiscover or iblinkinfo output, or runs ibnetdiscover here. Switch
+    names and GUIDs need not be known: leaves are recognised by the hosts cabled to them.
+
+    Exit 0 when the fabric matches, 1 on errors (or warnings with --strict), 2 when the
+    input cannot be read.
+    """
+    app.output = output
+    plan = validated_or_exit(app, spec, (), False).plan
+    if plan.fabric.kind != "infiniband":
+        raise click.UsageError(f"{spec} declares an {plan.fabric.kind} fabric; fabric check reads InfiniBand.")
+    source = load_fabric(app, ibnetdiscover, iblinkinfo)
+    expected = expected_fabric(plan)
+    report = compare_fabric(source.fabric, expected, host_pattern=host_pattern)
+    ok = report.matches(strict)
+    if app.json:
+        app.print_json(
+            {
+                "spec": spec,
+                "source": source.origin,
+                "format": source.fabric.source,
+                "matches": ok,
+                "summary": report.summary(),
+                "findings": [f.to_dict() for f in report.findings],
+                "leaves": [leaf.to_dict() for leaf in report.leaves],
+                "notes": list(source.fabric.notes),
+            }
+        )
+    else:
+        _show(app, report, expected, spec, source, ok)
+    raise SystemExit(0 if ok else 1)
+
+
+def _show(app: App, report: CablingReport, expected: ExpectedFabric, spec: str, source: FabricSource, ok: bool) -> None:
+    if report.findings:
+        if app.interactive:
+            table = Table(title=f"Fabric check: {spec} against {source.origin}")
+            for column in ("level", "code", "cable / port", "problem", "expected", "found"):
+                table.add_column(column, overflow="fold")
+            for f in report.findings:
+                style = _STYLE[f.level]
+                table.add_row(
+                    f"[{style}]{f.level}[/{style}]",
+                    f"{f.code}\n[dim]{f.kind}[/dim]",
+                    escape(f.where),
+                    escape(f.message),
+                    escape(f.expected),
+                    escape(f.found),
+                )
+            app.out.print(table)
+        else:
+            for f in report.findings:
+                click.echo(
+                    f"{f.level} {f.code} {f.kind}: {f.where}: expected {f.expected}; found {f.found}. {f.message}"
+                )
+    if app.verbosity > 0:
+        _show_leaves(app, report)
+    counts = report.summary()
+    summary = f"{counts['errors']} error(s), {counts['warnings']} warning(s)"
+    if not ok:
+        app.display_error(f"The fabric does not match {spec}: {summary}.")
+        return
+    ratio = f"{expected.oversubscription:g}:1" if expected.uplinks_per_leaf else "one leaf"
+    message = (
+        f"The fabric matches {spec}: {report.hosts_found} hosts, {report.hcas_found} HCAs on "
+        f"{len(report.leaf_match)} leaves ({ratio})"
+    )
+    if report.warnings():
+        app.display_warning(f"{message}, with {summary}.")
+    else:
+        app.display_success(f"{message}.")
+
+
+def _show_leaves(app: App, report: CablingReport) -> None:
+    if app.interactive:
+        table = Table(title="Leaves as cabled")
+        for column in ("switch", "GUID", "planned", "host links", "uplinks", "oversubscription"):
+            table.add_column(column, justify="right" if column in ("host links", "uplinks") else "left")
+        for leaf in report.leaves:
+            table.add_row(escape(leaf.switch), leaf.guid, leaf.planned or "-", str(leaf.down), str(leaf.up), leaf.ratio)
+        app.out.print(table)
+        return
+    for leaf in report.leaves:
+        click.echo(
+            f"leaf {leaf.switch} ({leaf.guid}) planned {leaf.planned or '-'}: {leaf.down} host links, "
+            f"{leaf.up} uplinks, {leaf.ratio}"
+        )
