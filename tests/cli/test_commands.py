@@ -23,7 +23,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("spec", [ONPREM, LOCAL])
 def test_validate_examples(spec: str) -> None:
-    code, out, err = invoke("validate", spec)
+    code, out, _err = invoke("validate", spec)
     assert code == 0
     assert "is valid" in out
 
@@ -38,8 +38,12 @@ def test_validate_json_is_alone_on_stdout() -> None:
 
 def test_invalid_spec_exit_1_with_located_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text((EXAMPLES / "onprem-h100-256.yaml").read_text().replace('cuda: "12.8"', "cuda: 12.8")
-                   .replace("count: 32, spares: 2", "count: 32, spare: 2"))
+    bad.write_text(
+        (EXAMPLES / "onprem-h100-256.yaml")
+        .read_text()
+        .replace('cuda: "12.8"', "cuda: 12.8")
+        .replace("count: 32, spares: 2", "count: 32, spare: 2")
+    )
     code, out, err = invoke("validate", str(bad))
     assert code == 1
     assert f"{bad}:16:" in err
@@ -120,7 +124,8 @@ def test_python_dash_m_entry_point() -> None:
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "clusterctl", "--version"], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "clusterctl", "--version"], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0
     assert "clusterctl" in result.stdout

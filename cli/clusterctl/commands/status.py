@@ -19,8 +19,8 @@ from clusterctl.commands.common import (
 )
 from clusterctl.plan import Plan
 from clusterctl.render import render_files
+from clusterctl.run.executor import executor_for
 from clusterctl.run.providers import ProviderError, for_kind
-from clusterctl.run.remote import Remote
 from clusterctl.run.state import StateDir
 
 _POWER = {"idle~": "powered down", "idle#": "powering up", "idle%": "powering down", "down~": "powered down"}
@@ -40,25 +40,25 @@ def power_state(raw: str, machine: str) -> str:
 def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
     """Everything ``status`` reports, as data."""
     machines = for_kind(plan.cluster.provider).status(plan, state.path)
-    remote = Remote(plan)
+    remote = executor_for(plan)
     controller = plan.slurm.controllers[0]
     slurm: dict[str, str] = {}
     reasons: dict[str, str] = {}
     versions: dict[str, str] = {}
     drift: list[str] = []
     if machines.get(controller) == "running" or plan.cluster.provider != "local":
-        out = remote.run(controller, "sinfo -h -N -o '%N|%t|%E'", timeout=30)
-        for line in out.stdout.splitlines():
+        _, out, _ = remote.run(controller, "sinfo -h -N -o '%N|%t|%E'", 30)
+        for line in out.splitlines():
             parts = line.split("|")
             if len(parts) == 3:
                 slurm[parts[0]] = parts[1]
                 if parts[2] not in ("none", ""):
                     reasons[parts[0]] = parts[2]
-        ver = remote.run(controller, "sinfo --version", timeout=30).stdout.strip()
+        ver = remote.run(controller, "sinfo --version", 30)[1].strip()
         if ver:
             versions["slurm"] = ver.removeprefix("slurm ").removeprefix("slurm-wlm ")
         rendered = next(f.text for f in render_files(plan) if f.path == "slurm/slurm.conf")
-        live = remote.run(controller, "sha256sum /etc/slurm/slurm.conf", timeout=30).stdout.split()
+        live = remote.run(controller, "sha256sum /etc/slurm/slurm.conf", 30)[1].split()
         if live and live[0] != hashlib.sha256(rendered.encode()).hexdigest():
             drift.append(f"{controller}: /etc/slurm/slurm.conf differs from the render (run `clusterctl up`)")
     planned = {n.hostname for n in plan.nodes}

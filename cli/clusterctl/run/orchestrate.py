@@ -13,9 +13,9 @@ from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
 from clusterctl.run.ansible import ConfigureResult, run_playbook
 from clusterctl.run.events import EventBus
+from clusterctl.run.executor import executor_for
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
-from clusterctl.run.remote import Remote
 from clusterctl.run.state import StateDir
 
 # Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
@@ -108,7 +108,7 @@ def up(
 
     t3 = time.monotonic()
     events.phase("readiness")
-    result.readiness = check_cluster(plan, Remote(plan), events)
+    result.readiness = check_cluster(plan, executor_for(plan), events)
     events.phase_done("readiness", "ok" if result.readiness.ok else "failed")
     _timed(result.timings, "readiness", t3)
     state.update(status="up" if result.readiness.ok else "not-ready")

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.run.events import EventBus
-from clusterctl.run.remote import Remote
+from clusterctl.run.executor import Executor
 
 PHASE = "readiness"
+
 VERIFY_REASON = "clusterctl-verify:"
 GOOD_STATES = {"idle", "mix", "mixed", "alloc", "allocated", "comp", "completing"}
 
@@ -35,17 +36,17 @@ class Readiness:
         return not self.problems
 
 
-def _sinfo(remote: Remote, controller: str) -> dict[str, tuple[str, str, str]]:
-    result = remote.run(controller, "sinfo -h -N -o '%N|%T|%G|%E'", timeout=30)
+def _sinfo(remote: Executor, controller: str) -> dict[str, tuple[str, str, str]]:
+    _, out, _ = remote.run(controller, "sinfo -h -N -o '%N|%T|%G|%E'", 30)
     nodes: dict[str, tuple[str, str, str]] = {}
-    for line in result.stdout.splitlines():
+    for line in out.splitlines():
         parts = line.split("|")
         if len(parts) == 4:
             nodes[parts[0]] = (parts[1].lower().rstrip("*~#!%$@^-+"), parts[2], parts[3])
     return nodes
 
 
-def check_slurm(plan: Plan, remote: Remote, result: Readiness, timeout: float = 90) -> None:
+def check_slurm(plan: Plan, remote: Executor, result: Readiness, timeout: float = 90) -> None:
     """Compute nodes registered, idle, with the planned GRES."""
     controller = plan.slurm.controllers[0]
     expected = {n.hostname: n for n in plan.nodes if n.role == "compute" and not n.burst}
@@ -78,11 +79,11 @@ def check_slurm(plan: Plan, remote: Remote, result: Readiness, timeout: float = 
         result.node_states[host] = nodes.get(host, ("missing", "", ""))[0]
 
 
-def check_topology(plan: Plan, remote: Remote, result: Readiness) -> None:
+def check_topology(plan: Plan, remote: Executor, result: Readiness) -> None:
     """The switches Slurm loaded are the rendered ones."""
     if plan.slurm.topology != "tree":
         return
-    out = remote.run(plan.slurm.controllers[0], "scontrol show topology", timeout=30).stdout
+    _, out, _ = remote.run(plan.slurm.controllers[0], "scontrol show topology", 30)
     loaded = {
         tok.split("=", 1)[1] for line in out.splitlines() for tok in line.split() if tok.startswith("SwitchName=")
     }
@@ -91,14 +92,14 @@ def check_topology(plan: Plan, remote: Remote, result: Readiness) -> None:
         result.problems.append(f"topology: Slurm has switches {sorted(loaded)}, the render has {sorted(want)}")
 
 
-def check_munge(plan: Plan, remote: Remote, result: Readiness) -> None:
+def check_munge(plan: Plan, remote: Executor, result: Readiness) -> None:
     """munge encodes and decodes on every (non-burst) node."""
     for node in plan.nodes:
         if node.burst:
             continue
-        out = remote.run(node.hostname, "munge -n | unmunge | grep -c 'STATUS: *Success'", timeout=30)
-        if out.stdout.strip() != "1":
-            result.problems.append(f"{node.hostname}: munge does not work ({(out.stderr or out.stdout).strip()[:200]})")
+        _, out, err = remote.run(node.hostname, "munge -n | unmunge | grep -c 'STATUS: *Success'", 30)
+        if out.strip() != "1":
+            result.problems.append(f"{node.hostname}: munge does not work ({(err or out).strip()[:200]})")
 
 
 _PROM_QUERY = (
@@ -108,7 +109,7 @@ _PROM_QUERY = (
 )
 
 
-def check_monitoring(plan: Plan, remote: Remote, result: Readiness, timeout: float = 90) -> None:
+def check_monitoring(plan: Plan, remote: Executor, result: Readiness, timeout: float = 90) -> None:
     """Prometheus sees every rendered target up (waits for the first scrapes)."""
     mon = plan.monitoring
     if not mon.prometheus or not mon.prometheus_host:
@@ -118,9 +119,9 @@ def check_monitoring(plan: Plan, remote: Remote, result: Readiness, timeout: flo
     deadline = time.monotonic() + timeout
     down: set[str] = set(want)
     while time.monotonic() < deadline:
-        out = remote.run(mon.prometheus_host, _PROM_QUERY, timeout=30)
+        _, out, _ = remote.run(mon.prometheus_host, _PROM_QUERY, 30)
         try:
-            targets = dict(json.loads(out.stdout or "[]"))
+            targets = dict(json.loads(out or "[]"))
         except (json.JSONDecodeError, TypeError, ValueError):
             targets = {}
         down = {t for t in want if targets.get(t) != "up"}
@@ -130,7 +131,7 @@ def check_monitoring(plan: Plan, remote: Remote, result: Readiness, timeout: flo
     result.problems.append(f"monitoring: Prometheus does not see these targets up: {', '.join(sorted(down))}")
 
 
-def check_cluster(plan: Plan, remote: Remote, events: EventBus) -> Readiness:
+def check_cluster(plan: Plan, remote: Executor, events: EventBus) -> Readiness:
     """Run every readiness check, emitting events."""
     result = Readiness()
     for name, check in (

@@ -1,6 +1,12 @@
-"""Acceptance checks: parse real tool outputs and judge them against thresholds.
+"""Acceptance checks: parse real tool outputs, judge them against thresholds, run them on a cluster.
 
-Owns the pure parsers (``parsers/``: nccl-tests, ``dcgmi diag``, ``nvidia-smi topo -m``,
-``ibstat``, fio JSON), the per-GPU-model acceptance defaults (``thresholds``) and the
-verdicts (``judge``). Nothing here runs a tool or touches a host; ``run`` does that.
+Pure parts: the parsers (``parsers/``: nccl-tests, ``dcgmi diag``, ``nvidia-smi topo -m``,
+``ibstat``, fio JSON, ``nvidia-smi --query-gpu``, ``scontrol``, ``chronyc``), the
+per-GPU-model defaults (``thresholds``) and the spec's overrides (``acceptance``), the
+verdicts (``judge``, ``gpu_inventory``), the fabric-shaped NCCL test plan (``testplan``) and
+the saved-output judge behind ``clusterctl check-output`` (``offline``).
+
+Side effects, for ``clusterctl verify``: ``executor`` (docker exec / SSH), ``checks`` (one
+class per check), ``runner`` (runs them in order), ``drain`` (scontrol) and ``report``
+(JSON, HTML, terminal).
 """

@@ -1,0 +1,109 @@
+"""``clusterctl verify SPEC``: acceptance-test the cluster ``clusterctl up`` brought up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from clusterctl.app import App
+from clusterctl.commands.common import handle_internal_errors, output_option, spec_argument, validated_or_exit
+from clusterctl.pipeline import default_build_dir
+from clusterctl.run.executor import UNREACHABLE_RC, executor_for
+from clusterctl.verify.acceptance import thresholds_by_hardware
+from clusterctl.verify.checks import CHECK_NAMES, VerifyOptions, launcher_host
+from clusterctl.verify.report import summary_lines, summary_table, write_report
+from clusterctl.verify.result import Verdict
+from clusterctl.verify.runner import drain_failures, run_verify, select_checks
+from clusterctl.verify.testplan import NcclOptions
+
+
+def _names(values: tuple[str, ...]) -> list[str]:
+    """``--only gpu,nccl --only slurm`` -> ["gpu", "nccl", "slurm"]."""
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+@click.command("verify")
+@spec_argument
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory [build/<cluster>]."
+)
+@click.option("--only", multiple=True, metavar="CHECK", help=f"Run only these checks ({', '.join(CHECK_NAMES)}).")
+@click.option("--skip", multiple=True, metavar="CHECK", help="Do not run these checks; repeatable, comma-separated.")
+@click.option("--no-drain", is_flag=True, help="Report failing nodes without draining them in Slurm.")
+@click.option("--nccl-binary", default="all_reduce_perf", show_default=True, help="nccl-tests program on the nodes.")
+@click.option("--fio-size", default="256m", show_default=True, metavar="SIZE", help="fio data per job per node.")
+@output_option
+@click.pass_obj
+@handle_internal_errors
+def verify_cmd(
+    app: App,
+    spec: str,
+    out_dir: Path | None,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
+    no_drain: bool,
+    nccl_binary: str,
+    fio_size: str,
+    output: str,
+) -> None:
+    """Run the acceptance checks on the cluster of SPEC and drain the nodes that fail.
+
+    Checks: Slurm (nodes up, GRES, partitions), time sync, GPU inventory, GPU-NIC
+    locality, InfiniBand ports, DCGM diagnostics, storage (fio) and NCCL over a test
+    plan shaped by the fabric. The report goes to <out>/verify/report.{json,html}.
+    Exit 0 when nothing failed, 1 when a check failed.
+    """
+    app.output = output
+    result = validated_or_exit(app, spec, (), False)
+    plan = result.plan
+    try:
+        select_checks(_names(only), _names(skip))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--only/--skip") from None
+    options = VerifyOptions(
+        only=frozenset(_names(only)),
+        skip=frozenset(_names(skip)),
+        nccl=NcclOptions(binary=nccl_binary),
+        fio_size=fio_size,
+    )
+    executor = executor_for(plan)
+    launcher = launcher_host(plan)
+    # One cheap command first: a cluster that is not up fails here once, not in every check.
+    rc, _, err = executor.run(launcher, "true", options.command_timeout_s)
+    if rc == UNREACHABLE_RC:
+        app.abort(
+            f"{launcher} is not reachable ({err.strip() or 'no answer'}); is the cluster up? (clusterctl up {spec})"
+        )
+    progress = app.display_info if not app.json else (lambda _line: None)
+    report = run_verify(
+        plan, thresholds_by_hardware(plan, result.loaded.spec.acceptance), executor, options, progress=progress
+    )
+    if not no_drain:
+        report = drain_failures(report, plan, executor, options, launcher=launcher)
+    json_path, html_path = write_report(report, out_dir or default_build_dir(plan))
+    if app.json:
+        app.print_json({**report.to_dict(), "report": {"json": str(json_path), "html": str(html_path)}})
+    else:
+        if app.interactive:
+            app.out.print(summary_table(report))
+        else:
+            for line in summary_lines(report):
+                app.out.print(escape(line))
+        for outcome in report.cluster_failures():
+            app.display_warning(f"{outcome.result.check} {outcome.result.target}: {outcome.result.message}")
+        for drain in report.drains:
+            if drain.done:
+                app.display_info(f"drained {drain.host}: {drain.reason}")
+            else:
+                app.display_warning(f"could not drain {drain.host}: {drain.error}")
+        if report.failed and no_drain and report.failing_nodes():
+            app.display_info(f"not drained (--no-drain): {', '.join(report.failing_nodes())}")
+        app.display_info(f"report: {html_path}")
+        if not report.failed:
+            app.display_success(f"{report.cluster}: every check passed or was skipped with a reason.")
+    if report.failed:
+        if not app.json:
+            app.display_error(f"{report.cluster}: {report.count(Verdict.FAIL)} checks failed.")
+        raise SystemExit(1)

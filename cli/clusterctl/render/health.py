@@ -1,0 +1,114 @@
+"""Render the continuous node health checks the roles install: ``health/`` in the build directory.
+
+Build-directory layout added here::
+
+    health/clusterctl-healthcheck   Slurm HealthCheckProgram (NHC style): GPUs present, driver
+                                    loaded, InfiniBand ports up, mounts present; drains on failure
+    health/clusterctl-dcgm-diag     Slurm Prolog/Epilog: dcgmi diag -r 1; drains on failure
+    health/health.conf              per-node facts both scripts read (one line per Slurm node)
+
+The scripts are the same on every node; what differs per node lives in ``health.conf``, so
+one file set serves the whole cluster. Pure like ``render.tree``, which calls
+:func:`health_files` once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import Environment
+
+from clusterctl.hostlist import expand
+from clusterctl.plan.models import Plan, PlanNode
+
+# (path, text, mode) -- tree.py wraps these in RenderedFile.
+FileSpec = tuple[str, str, int]
+
+EXECUTABLE = 0o755
+PUBLIC = 0o644
+# Where the roles install the files (the scripts' defaults point here).
+CONF_PATH = "/etc/clusterctl/health.conf"
+HEALTHCHECK_PATH = "/usr/local/sbin/clusterctl-healthcheck"
+DCGM_DIAG_PATH = "/usr/local/sbin/clusterctl-dcgm-diag"
+# Drains by these scripts carry this prefix; the health check resumes only its own drains.
+REASON_PREFIX = "clusterctl-health:"
+# Fabrics whose HCAs appear under /sys/class/infiniband with an ACTIVE/DOWN port state.
+_IB_FABRICS = ("infiniband", "roce")
+
+
+@dataclass(frozen=True)
+class HealthNode:
+    """One line of health.conf.
+
+    Attributes:
+        host: The node's hostname (``hostname -s`` on the node).
+        gpus: GPUs it must have.
+        gpu_check: ``nvidia-smi`` for real GPUs, ``devices`` for emulated ones, ``none``.
+        hcas: InfiniBand HCAs whose ports must be ACTIVE.
+        mounts: Mount points that must be mounted.
+    """
+
+    host: str
+    gpus: int
+    gpu_check: str
+    hcas: tuple[str, ...]
+    mounts: tuple[str, ...]
+
+
+def _gpu_check(node: PlanNode) -> str:
+    if not node.gpus:
+        return "none"
+    return "devices" if node.emulated else "nvidia-smi"
+
+
+def health_nodes(plan: Plan) -> list[HealthNode]:
+    """The health.conf entries: every Slurm node (compute role), in plan order.
+
+    IB ports are checked on real nodes of an InfiniBand or RoCE fabric only; mounts are
+    the plan's storage tiers that list the node among their hosts.
+    """
+    mounts_of: dict[str, list[str]] = {}
+    for tier in plan.storage:
+        for host in expand(tier.hosts) if tier.hosts else []:
+            mounts_of.setdefault(host, []).append(tier.mount)
+    ib = plan.fabric.kind in _IB_FABRICS
+    return [
+        HealthNode(
+            host=node.hostname,
+            gpus=node.gpus,
+            gpu_check=_gpu_check(node),
+            hcas=tuple(node.rails) if ib and not node.emulated else (),
+            mounts=tuple(mounts_of.get(node.hostname, [])),
+        )
+        for node in plan.nodes
+        if node.role == "compute"
+    ]
+
+
+def health_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileSpec]:
+    """The ``health/`` files of the build directory for ``plan``.
+
+    Args:
+        plan: The resolved plan.
+        env: The render's Jinja environment.
+        ctx: The render context every template gets (``plan``, ``header``, ...).
+
+    Returns:
+        ``(path, text, mode)`` for the two scripts and their config.
+    """
+    extra = {
+        "nodes": health_nodes(plan),
+        "driver_pin": plan.cluster.versions.get("nvidia_driver", "-"),
+        "conf_path": CONF_PATH,
+        "reason_prefix": REASON_PREFIX,
+    }
+
+    def tpl(name: str) -> str:
+        return env.get_template(name).render(**ctx, **extra)
+
+    return [
+        ("health/health.conf", tpl("health/health.conf.j2"), PUBLIC),
+        ("health/clusterctl-healthcheck", tpl("health/clusterctl-healthcheck.sh.j2"), EXECUTABLE),
+        ("health/clusterctl-dcgm-diag", tpl("health/clusterctl-dcgm-diag.sh.j2"), EXECUTABLE),
+    ]

@@ -1,0 +1,204 @@
+"""``clusterctl check-output``: saved outputs judged against the spec's or the default thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from clusterctl.commands import cli
+from tests.conftest import EXAMPLES
+from tests.verify_testkit import RAILS, ibstat
+
+DEGRADED = "nccl/nccl_allreduce_2x8H100_ndr_degraded_nccltests290.txt"
+P5 = "nccl/nccl_allreduce_2x_p5_awsome.txt"
+AWS_P5 = EXAMPLES / "aws-p5.yaml"
+ONPREM = EXAMPLES / "onprem-h100-256.yaml"
+FIO = Path(__file__).resolve().parents[1] / "unit" / "verify" / "data"
+
+
+def _run(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, ["check-output", *map(str, args)], catch_exceptions=False)
+
+
+def _json(*args: str | Path) -> tuple[int, dict]:
+    result = _run(*args, "--output", "json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_degraded_ndr_run_fails_the_default_mark(fixtures_dir: Path) -> None:
+    result = _run("nccl-tests", fixtures_dir / DEGRADED)
+
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"nccl-tests {fixtures_dir / DEGRADED} (node[005,007]): FAIL"
+    assert lines[1] == "  The all_reduce busbw 155.57 GB/s at 8 GiB is below the 338.4 GB/s mark."
+    assert "  busbw_gbps: 155.57" in lines
+    assert "  avg_busbw_gbps: 142.735" in lines
+    assert "thresholds: defaults for 8x H100-SXM-80GB, 8 rails at 400 Gb/s (no --spec)" in lines
+    assert "  GPU model: H100-SXM-80GB (read from the output)" in lines
+    assert "  nodes: 2 (the rank lines)" in lines
+
+
+def test_degraded_ndr_run_fails_the_onprem_spec(fixtures_dir: Path) -> None:
+    code, data = _json("nccl-tests", fixtures_dir / DEGRADED, "--spec", ONPREM)
+
+    assert code == 1
+    assert data["verdict"] == "fail"
+    assert data["figures"]["threshold_gbps"] == 338.4
+    assert data["thresholds"]["source"] == (f"spec {ONPREM}, hardware dgx-h100 (8x H100-SXM-80GB, 8 rails at 400 Gb/s)")
+
+
+def test_healthy_p5_run_passes_with_the_p5_spec(fixtures_dir: Path) -> None:
+    if not AWS_P5.exists():
+        pytest.skip("examples/aws-p5.yaml is not in this checkout")
+    code, data = _json("nccl-tests", fixtures_dir / P5, "--spec", AWS_P5, "--nodes", "2")
+
+    assert code == 0
+    assert data["verdict"] == "pass"
+    assert data["figures"]["busbw_gbps"] == 487.26
+    assert data["figures"]["threshold_gbps"] == 250.0
+    assert data["thresholds"]["source"] == f"spec {AWS_P5}, hardware p5 (8x H100-SXM-80GB on p5.48xlarge)"
+    assert "nodes: 2 (--nodes)" in data["notes"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--platform", "p5.48xlarge", "--nodes", "2"), ("--min-busbw", "250", "--nodes", "2")],
+)
+def test_healthy_p5_run_passes_explicit_thresholds(fixtures_dir: Path, flags: tuple[str, ...]) -> None:
+    code, data = _json("nccl-tests", fixtures_dir / P5, *flags)
+
+    assert code == 0
+    assert data["figures"]["threshold_gbps"] == 250.0
+
+
+def test_output_without_ranks_and_without_nodes_is_judged_as_one_node(fixtures_dir: Path) -> None:
+    code, data = _json("nccl-tests", fixtures_dir / P5)
+
+    # 487 GB/s also clears the 430 GB/s single-node mark; the note says what was assumed.
+    assert code == 0
+    assert data["figures"]["threshold_gbps"] == 430.0
+    assert "no rank lines in the output and no --nodes" in " ".join(data["notes"])
+
+
+def test_garbage_exits_2_with_the_line(tmp_path: Path, fixtures_dir: Path) -> None:
+    text = (fixtures_dir / DEGRADED).read_text().splitlines()
+    text[29] = text[29].replace("float", "flaot 1.2.3")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join(text) + "\n")
+
+    result = _run("nccl-tests", bad)
+
+    assert result.exit_code == 2
+    assert f"error: {bad}: line 30: expected 13 columns in a result row, found 14." in result.stderr
+    assert f"   30 | {text[29]}" in result.stderr
+
+
+def test_garbage_without_any_result_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "garbage.txt"
+    bad.write_text("this is not\nan nccl-tests output\n")
+
+    code, data = _json("nccl-tests", bad)
+
+    assert code == 2
+    assert data == {
+        "kind": "nccl-tests",
+        "file": str(bad),
+        "verdict": "unreadable",
+        "line_no": 2,
+        "line": "",
+        "message": "no nccl-tests result rows found",
+    }
+
+
+def test_dcgm_outputs(fixtures_dir: Path) -> None:
+    fail_code, fail = _json("dcgmi-diag", fixtures_dir / "dcgm" / "dcgmi_diag_r3_8xH100_fail_no_fabricmanager.txt")
+    pass_code, passed = _json("dcgmi-diag", fixtures_dir / "dcgm" / "dcgmi_diag_r2_p4de_8xA100_pass_awsome.txt")
+    h200_code, _ = _json("dcgmi-diag", fixtures_dir / "dcgm" / "dcgmi_diag_r3_8xH200_pass_ramble.txt")
+    low_code, low = _json(
+        "dcgmi-diag", fixtures_dir / "dcgm" / "dcgmi_diag_r2_p4de_8xA100_pass_awsome.txt", "--level", "3"
+    )
+
+    assert (fail_code, fail["verdict"]) == (1, "fail")
+    assert "nvidia-fabricmanager" in fail["hint"]
+    assert (pass_code, passed["verdict"]) == (0, "pass")
+    assert "GPU model: A100-SXM-80GB (read from the output)" in passed["notes"]
+    assert h200_code == 0
+    assert low_code == 1
+    assert "acceptance needs level 3" in low["message"]
+    assert low["thresholds"]["explicit"] == {"--level": "3"}
+
+
+def test_topo_against_rails(fixtures_dir: Path) -> None:
+    topo = fixtures_dir / "nvidia-smi" / "nvsmi_topo_m_8xH100_8nic_sglang30401.txt"
+
+    ok_code, ok = _json("nvidia-smi-topo", topo, "--rails", ",".join(RAILS))
+    spec_code, spec = _json("nvidia-smi-topo", topo, "--spec", ONPREM)
+    none_code, none = _json("nvidia-smi-topo", topo)
+
+    assert (ok_code, ok["verdict"]) == (0, "pass")
+    # The DGX rail order (mlx5_0, mlx5_3, ...) does not match this machine's NICs.
+    assert (spec_code, spec["verdict"]) == (1, "fail")
+    assert "GPU1 reaches mlx5_3 at NODE" in spec["message"]
+    assert (none_code, none["verdict"]) == (0, "skipped")
+
+
+def test_ibstat(tmp_path: Path) -> None:
+    good = tmp_path / "ibstat.txt"
+    good.write_text(ibstat(RAILS))
+    hdr = tmp_path / "ibstat-hdr.txt"
+    hdr.write_text(ibstat(RAILS, rate="200"))
+    down = tmp_path / "ibstat-down.txt"
+    down.write_text(ibstat(RAILS, down=("mlx5_3",)))
+
+    assert _json("ibstat", good)[0] == 0
+    code, data = _json("ibstat", hdr)
+    assert code == 1
+    assert "runs at 200 Gb/s, expected 400" in data["message"]
+    assert _json("ibstat", hdr, "--rate", "200")[0] == 0
+    code, data = _json("ibstat", down, "--rails", ",".join(RAILS))
+    assert code == 1
+    assert data["message"].startswith("mlx5_3/1 is Down (Polling)")
+
+
+def test_fio() -> None:
+    seq = FIO / "fio_seq_write_read.json"
+
+    assert _json("fio", seq)[0] == 0
+    code, data = _json("fio", seq, "--read-bw", "10 GB/s")
+    assert code == 1
+    assert data["message"] == "Read 969.7 MiB/s is below the 9536.7 MiB/s mark."
+    assert _json("fio", FIO / "fio_write_dev_full_enospc.json")[0] == 1
+
+
+def test_fio_against_a_spec_tier() -> None:
+    code, data = _json("fio", FIO / "fio_seq_write_read.json", "--spec", ONPREM, "--mount", "/lustre/datasets")
+
+    # One node cannot read 60 GB/s: the tier's figure is the whole cluster's.
+    assert code == 1
+    assert data["figures"]["read_threshold_bytes"] == 60e9
+
+
+def test_bad_options_exit_2(fixtures_dir: Path) -> None:
+    bw = _run("fio", FIO / "fio_seq_write_read.json", "--read-bw", "fast")
+    mount = _run("fio", FIO / "fio_seq_write_read.json", "--mount", "/x")
+    kind = _run("nccl", fixtures_dir / DEGRADED)
+    hw = _run("nccl-tests", fixtures_dir / DEGRADED, "--spec", ONPREM, "--hardware", "cpu-1u")
+
+    assert bw.exit_code == 2
+    assert "'fast' is not a bandwidth" in bw.stderr
+    assert mount.exit_code == 2
+    assert "--hardware and --mount need --spec." in mount.stderr
+    assert kind.exit_code == 2
+    assert hw.exit_code == 2
+    assert "'cpu-1u' is not a GPU hardware profile of the spec (dgx-h100)." in hw.stderr
+
+
+def test_help_lists_the_kinds() -> None:
+    result = CliRunner().invoke(cli, ["check-output", "--help"], catch_exceptions=False)
+
+    assert result.exit_code == 0
+    assert "{nccl-tests|dcgmi-diag|nvidia-smi-topo|ibstat|fio}" in "".join(result.stdout.split())

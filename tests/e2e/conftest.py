@@ -1,0 +1,131 @@
+"""End-to-end tests on a real local cluster, brought up once per session and shared.
+
+The cluster is `examples/local.yaml` (1 controller, 1 login, 4 emulated-GPU nodes) brought
+up with the real CLI. Tests run in the order of their `order` marker (default 50), so the
+destructive ones (fault injection, down) come last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from clusterctl.pipeline import load_and_validate
+from clusterctl.plan import Plan
+from tests.conftest import REPO_ROOT
+from tests.docker_helpers import require_docker
+
+SPEC = REPO_ROOT / "examples" / "local.yaml"
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run e2e tests by their ``order`` marker."""
+
+    def key(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("order")
+        return int(marker.args[0]) if marker else 50
+
+    items.sort(key=lambda item: key(item) if "tests/e2e" in str(item.path) else -1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ordering marker."""
+    config.addinivalue_line("markers", "order(n): run e2e tests in ascending n")
+
+
+@dataclass
+class LocalCluster:
+    """The shared cluster and how it was brought up."""
+
+    spec_path: Path
+    build_dir: Path
+    state_dir: Path
+    plan: Plan
+    first_up_seconds: float = 0.0
+    first_up_output: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def cli(self, *args: str, timeout: float = 1800, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run ``clusterctl ARGS`` with this cluster's state and build dirs."""
+        return run_cli(*args, "--state-dir", str(self.state_dir), timeout=timeout, check=check)
+
+    def up(self, *extra: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+        """``clusterctl up`` on the shared spec."""
+        return self.cli("up", str(self.spec_path), "--out", str(self.build_dir), "--yes", *extra, timeout=timeout)
+
+    def exec(self, host: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run a shell command on a node (as root)."""
+        return subprocess.run(
+            ["docker", "exec", f"clusterctl-{self.plan.cluster.name}-{host}", "bash", "-lc", command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def run_cli(*args: str, timeout: float = 1800, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess (what a user runs)."""
+    env = dict(os.environ, COLUMNS="200")
+    result = subprocess.run(
+        [sys.executable, "-m", "clusterctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"clusterctl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def save_artifact(name: str, text: str) -> Path:
+    """Keep an output for people reading a CI run."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    path.write_text(text)
+    return path
+
+
+def json_events(output: str) -> list[dict[str, object]]:
+    """Events from ``--output json`` (one JSON object per line)."""
+    events = []
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return events
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Bring examples/local.yaml up once for the session (torn down at the end)."""
+    require_docker()
+    root = tmp_path_factory.mktemp("local-cluster")
+    plan = load_and_validate(SPEC).plan
+    cluster = LocalCluster(spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=plan)
+    # A cluster left over from an interrupted earlier session would make this one's network clash.
+    run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    started = time.monotonic()
+    result = cluster.up()
+    cluster.first_up_seconds = time.monotonic() - started
+    cluster.first_up_output = result.stdout + result.stderr
+    save_artifact("e2e-first-up.log", cluster.first_up_output)
+    if result.returncode != 0:
+        pytest.fail(f"clusterctl up failed ({result.returncode}):\n{cluster.first_up_output[-6000:]}")
+    yield cluster
+    run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)

@@ -1,0 +1,191 @@
+"""`clusterctl up examples/local.yaml` end to end: jobs, topology, idempotence, faults, down."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterctl.hostlist import expand
+from clusterctl.run.providers.local import slurm_cgroup_dirs
+from clusterctl.run.state import StateDir
+from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.e2e.conftest import LocalCluster, json_events, run_cli, save_artifact
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+
+@pytest.mark.order(10)
+def test_srun_on_all_four_gpu_nodes(local_cluster: LocalCluster) -> None:
+    result = local_cluster.exec(
+        "login001", "srun -N4 --gres=gpu:h100:8 bash -c 'echo $(hostname) $CUDA_VISIBLE_DEVICES'", timeout=180
+    )
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.split("\n"))
+    lines = [line for line in lines if line]
+    assert [line.split()[0] for line in lines] == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert all(line.split()[1] == "0,1,2,3,4,5,6,7" for line in lines), lines
+
+
+@pytest.mark.order(11)
+def test_switches_one_lands_in_one_leaf(local_cluster: LocalCluster) -> None:
+    script = "#!/bin/bash\nhostname\n"
+    local_cluster.exec("login001", f"mkdir -p /tmp/e2e && printf '{script}' > /tmp/e2e/job.sh")
+    submit = local_cluster.exec(
+        "login001",
+        "cd /tmp/e2e && sbatch --parsable --wait --switches=1 -N2 --output=out-%j.txt job.sh",
+        timeout=180,
+    )
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    nodes = local_cluster.exec("login001", f"sacct -n -X -j {job} -o NodeList%40").stdout.split()
+    hosts = set(expand(nodes[0]))
+    leaves = {local_cluster.plan.node(h).topology_switch for h in hosts}
+    assert len(hosts) == 2
+    assert len(leaves) == 1, f"job {job} spans leaves {leaves}"
+
+
+@pytest.mark.order(12)
+def test_topology_matches_render(local_cluster: LocalCluster) -> None:
+    out = local_cluster.exec("ctl001", "scontrol show topology").stdout
+    loaded = {
+        m.group(1): (m.group(2) or "", m.group(3) or "")
+        for m in re.finditer(r"SwitchName=(\S+) Level=\d+ LinkSpeed=\d+(?: Nodes=(\S+))?(?: Switches=(\S+))?", out)
+    }
+    rendered = (local_cluster.build_dir / "slurm" / "topology.conf").read_text()
+    want = {
+        m.group(1): (m.group(2) or "", m.group(3) or "")
+        for m in re.finditer(r"^SwitchName=(\S+)(?: Nodes=(\S+))?(?: Switches=(\S+))?$", rendered, re.MULTILINE)
+    }
+    assert want
+    assert loaded == want
+
+
+@pytest.mark.order(13)
+def test_munge_key_is_0400_everywhere(local_cluster: LocalCluster) -> None:
+    for node in local_cluster.plan.nodes:
+        stat = local_cluster.exec(node.hostname, "stat -c '%a %U' /etc/munge/munge.key").stdout.strip()
+        assert stat == "400 munge", (node.hostname, stat)
+
+
+@pytest.mark.order(20)
+def test_second_up_changes_nothing_and_is_fast(local_cluster: LocalCluster) -> None:
+    started = time.monotonic()
+    result = local_cluster.up("--output", "json")
+    seconds = time.monotonic() - started
+    save_artifact("e2e-second-up.jsonl", result.stdout + result.stderr)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
+    assert summary["data"]["changed_tasks"] == 0, summary
+    local_cluster.extra["second_up_seconds"] = seconds
+    assert seconds < 0.25 * local_cluster.first_up_seconds, (
+        f"no-op up took {seconds:.0f} s, first up {local_cluster.first_up_seconds:.0f} s"
+    )
+
+
+@pytest.mark.order(30)
+def test_invalid_spec_creates_nothing(local_cluster: LocalCluster, tmp_path: Path) -> None:
+    text = (
+        (EXAMPLES / "local.yaml")
+        .read_text()
+        .replace("name: local", "name: broken")
+        .replace("count: 4}", "count: 4, hardwre: emu-h100}")
+    )
+    spec = tmp_path / "broken.yaml"
+    spec.write_text(text)
+    result = run_cli("up", str(spec), "--yes", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 1
+    assert "hardwre" in result.stderr
+    assert "Traceback" not in result.stderr
+    names = subprocess.run(
+        ["docker", "ps", "-a", "--filter", "label=clusterctl.cluster=broken", "-q"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert names.strip() == ""
+    assert not (tmp_path / "state" / "broken").exists()
+
+
+@pytest.mark.order(31)
+def test_second_concurrent_up_refuses(local_cluster: LocalCluster) -> None:
+    state = StateDir(local_cluster.state_dir, local_cluster.plan.cluster.name)
+    with state.lock("up (held by the test)"):
+        result = local_cluster.up(timeout=120)
+    assert result.returncode == 1
+    assert "busy" in result.stderr
+    assert "held by the test" in result.stderr
+
+
+@pytest.mark.order(80)
+def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: LocalCluster) -> None:
+    victim = "gpu003"
+    args = [
+        sys.executable,
+        "-m",
+        "clusterctl",
+        "up",
+        str(local_cluster.spec_path),
+        "--out",
+        str(local_cluster.build_dir),
+        "--yes",
+        "--state-dir",
+        str(local_cluster.state_dir),
+        "--output",
+        "json",
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    lines: list[str] = []
+    configuring = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if '"phase_start"' in line and '"configure"' in line:
+                configuring.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert configuring.wait(300), "up never reached the configure phase"
+    time.sleep(3)
+    subprocess.run(["docker", "stop", "-t", "1", f"clusterctl-local-{victim}"], check=True, capture_output=True)
+    proc.wait(timeout=1200)
+    reader.join(timeout=10)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    output = "".join(lines) + stderr
+    save_artifact("e2e-fault-up.jsonl", output)
+    assert proc.returncode != 0
+    summary = next(e for e in json_events("".join(lines)) if e["kind"] == "summary")
+    failed_hosts = {f["host"] for f in summary["data"]["failures"]}
+    assert failed_hosts == {victim}, summary["data"]["failures"]
+    # The rest were configured: the run went on for them.
+    events = json_events("".join(lines))
+    others = {e["host"] for e in events if e.get("phase") == "configure" and e["kind"] == "host"} - {victim}
+    assert others >= {"ctl001", "login001", "gpu001", "gpu002", "gpu004"}
+
+    again = local_cluster.up()
+    save_artifact("e2e-fault-recovery-up.log", again.stdout + again.stderr)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    state = local_cluster.exec("ctl001", f"sinfo -h -n {victim} -o %t").stdout.strip()
+    assert state in ("idle", "mix", "alloc"), state
+
+
+@pytest.mark.order(99)
+def test_down_leaves_nothing(local_cluster: LocalCluster) -> None:
+    result = local_cluster.cli("down", str(local_cluster.spec_path), "--yes")
+    assert result.returncode == 0, result.stderr
+    label = f"label=clusterctl.cluster={local_cluster.plan.cluster.name}"
+    for kind in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
+        listed = subprocess.run(
+            ["docker", *kind, "--filter", label, "-q"], capture_output=True, text=True, check=True
+        ).stdout
+        assert listed.strip() == "", (kind, listed)
+    for node in local_cluster.plan.nodes:
+        assert slurm_cgroup_dirs(node.hostname) == [], node.hostname
+    assert not (local_cluster.state_dir / local_cluster.plan.cluster.name).exists()

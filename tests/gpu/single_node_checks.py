@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Run clusterctl's single-node acceptance checks for real on this GPU machine; print a JSON report.
+
+Not a pytest module and not run in CI: it needs real GPUs. Each check degrades to
+``skipped`` with the reason when its tool is absent (nvidia-smi, dcgmi, all_reduce_perf),
+so the script runs on any machine. It imports only clusterctl's pure parsers and judges
+(no pydantic, no click), so a bare ``python3`` in a checkout is enough::
+
+    python3 tests/gpu/single_node_checks.py                    # what is there
+    python3 tests/gpu/single_node_checks.py --gpus 8 --driver-pin 570.133.20 \\
+        --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7 --nccl-tests /opt/nccl-tests/build
+
+Checks: GPU inventory (``nvidia-smi --query-gpu``), GPU-NIC locality (``nvidia-smi topo -m``),
+``dcgmi diag -r N`` when DCGM is installed, and nccl-tests ``all_reduce_perf`` across the
+node's GPUs when it is built. Exit 0 when nothing failed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+# The checkout's package, importable without installing clusterctl.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
+
+from clusterctl.verify.gpu_inventory import judge_gpu_inventory
+from clusterctl.verify.judge import judge_dcgm, judge_nccl, judge_topo
+from clusterctl.verify.offline import model_from_name
+from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
+from clusterctl.verify.parsers.gpu_query import QUERY_COMMAND, parse_gpu_query
+from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.verify.parsers.nvidia_smi_topo import nics_near_gpus, parse_nvidia_smi_topo
+from clusterctl.verify.result import CheckResult, ParseError, Verdict
+from clusterctl.verify.thresholds import defaults_for
+
+# Where nccl-tests usually ends up when built by hand or by a role.
+NCCL_TESTS_DIRS = ("/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "~/nccl-tests/build", "/usr/local/bin")
+
+
+def sh(command: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run a command; a missing program is rc 127 and a timeout rc 124, like a shell."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        return 127, "", f"{command[0]}: not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout:g} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def skipped(name: str, reason: str) -> CheckResult:
+    return CheckResult(name, socket.gethostname(), Verdict.SKIPPED, {}, f"skipped: {reason}")
+
+
+def failed(name: str, message: str, hint: str = "") -> CheckResult:
+    return CheckResult(name, socket.gethostname(), Verdict.FAIL, {}, message, hint)
+
+
+def unreadable(name: str, tool: str, exc: ParseError, rc: int, err: str) -> CheckResult:
+    shown = exc.line.strip() or (err.strip().splitlines() or ["no output"])[-1]
+    return failed(name, f"{tool} output could not be read (exit {rc}), line {exc.line_no}: {exc.message}: {shown}")
+
+
+class Node:
+    """What the checks learn about this machine as they go."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.gpus = 0
+        self.model: str | None = args.gpu_model
+
+
+def check_inventory(node: Node) -> tuple[CheckResult, str]:
+    if shutil.which("nvidia-smi") is None:
+        return skipped("gpu.inventory", "nvidia-smi is not installed"), QUERY_COMMAND
+    rc, out, err = sh(QUERY_COMMAND.split(), 60)
+    try:
+        query = parse_gpu_query(out)
+    except ParseError as exc:
+        return unreadable("gpu.inventory", "nvidia-smi", exc, rc, err), QUERY_COMMAND
+    node.gpus = len(query.gpus)
+    node.model = node.model or model_from_name(query.names[0])
+    result = judge_gpu_inventory(
+        query,
+        expected_gpus=node.args.gpus or node.gpus,
+        gpu_model=node.model or query.names[0],
+        driver_pin=node.args.driver_pin or query.driver_versions[0],
+        target=socket.gethostname(),
+    )
+    if node.model is None:
+        result.figures["note"] = f"{query.names[0]} is not in clusterctl's GPU catalog"
+    return result, QUERY_COMMAND
+
+
+def check_topo(node: Node) -> tuple[CheckResult, str]:
+    command = "nvidia-smi topo -m"
+    if shutil.which("nvidia-smi") is None:
+        return skipped("topo.gpu_nic", "nvidia-smi is not installed"), command
+    rc, out, err = sh(command.split(), 60)
+    try:
+        topo = parse_nvidia_smi_topo(out)
+    except ParseError as exc:
+        return unreadable("topo.gpu_nic", "nvidia-smi topo", exc, rc, err), command
+    rails = [r for r in (node.args.rails or "").split(",") if r]
+    result = judge_topo(topo, rails, target=socket.gethostname())
+    # Without --rails there is nothing to judge, but the pairing found is worth printing.
+    near = nics_near_gpus(topo)
+    result.figures["near_nics"] = "; ".join(f"{gpu}: {'/'.join(nics) or 'none'}" for gpu, nics in near.items())
+    return result, command
+
+
+def check_dcgm(node: Node) -> tuple[CheckResult, str]:
+    level = node.args.dcgm_level
+    command = f"dcgmi diag -r {level}"
+    if shutil.which("dcgmi") is None:
+        return skipped("dcgm.diag", "dcgmi is not installed (datacenter-gpu-manager)"), command
+    rc, out, err = sh(command.split(), {1: 300, 2: 900}.get(level, 3600))
+    if rc == 124:
+        return failed("dcgm.diag", f"dcgmi {err}.", "Check that nv-hostengine runs (nvidia-dcgm)."), command
+    try:
+        diag = parse_dcgmi_diag(f"$ {command}\n{out}\n{err}")
+    except ParseError as exc:
+        return unreadable("dcgm.diag", "dcgmi", exc, rc, err), command
+    return judge_dcgm(diag, min_level=level, target=socket.gethostname()), command
+
+
+def find_all_reduce_perf(given: str | None) -> str | None:
+    candidates = [given] if given else []
+    candidates += [os.environ.get("NCCL_TESTS_DIR", ""), *NCCL_TESTS_DIRS]
+    for directory in filter(None, candidates):
+        path = Path(directory).expanduser()
+        path = path if path.name == "all_reduce_perf" else path / "all_reduce_perf"
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return shutil.which("all_reduce_perf")
+
+
+def check_nccl(node: Node) -> tuple[CheckResult, str]:
+    binary = find_all_reduce_perf(node.args.nccl_tests)
+    gpus = node.gpus or node.args.gpus or 1
+    command = [binary or "all_reduce_perf", "-b", "8M", "-e", node.args.nccl_max, "-f", "2", "-g", str(gpus), "-c", "1"]
+    shown = " ".join(command)
+    if binary is None:
+        return skipped("nccl.all_reduce", "all_reduce_perf is not built (give --nccl-tests DIR)"), shown
+    if node.gpus == 0:
+        return skipped("nccl.all_reduce", "no GPU found by nvidia-smi"), shown
+    rc, out, err = sh(command, 1800)
+    try:
+        result = parse_nccl_tests(out, collective="all_reduce")
+    except ParseError as exc:
+        return unreadable("nccl.all_reduce", "all_reduce_perf", exc, rc, err), shown
+    mark = None
+    min_size = 1 << 30
+    if node.model is not None:
+        thresholds = defaults_for(node.model, gpus, 0, 400)
+        mark, min_size = thresholds.nccl_intra_busbw_gbps, thresholds.nccl_min_size_bytes
+    # nccl-tests from an MPI build still runs as one process here; -g spans the local GPUs.
+    return judge_nccl(result, mark, min_size, target=socket.gethostname()), shown
+
+
+CHECKS: tuple[Callable[[Node], tuple[CheckResult, str]], ...] = (check_inventory, check_topo, check_dcgm, check_nccl)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpus", type=int, help="GPUs this node must have (default: what nvidia-smi finds)")
+    parser.add_argument("--gpu-model", help="catalog model, e.g. H100-SXM-80GB (default: from nvidia-smi)")
+    parser.add_argument("--driver-pin", help="driver version that must be loaded")
+    parser.add_argument("--rails", help="rail NIC of GPU0, GPU1, ... for the topo check")
+    parser.add_argument("--dcgm-level", type=int, default=1, choices=(1, 2, 3, 4), help="dcgmi diag -r level")
+    parser.add_argument("--nccl-tests", metavar="DIR", help="nccl-tests build directory or all_reduce_perf path")
+    parser.add_argument("--nccl-max", default="8G", help="largest all_reduce message (-e)")
+    parser.add_argument("--out", type=Path, help="also write the JSON report here")
+    args = parser.parse_args(argv)
+
+    node = Node(args)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    results: list[dict[str, Any]] = []
+    for check in CHECKS:
+        clock = time.monotonic()
+        result, command = check(node)
+        results.append(
+            {
+                "check": result.check,
+                "verdict": str(result.verdict),
+                "message": result.message,
+                "hint": result.hint,
+                "figures": result.figures,
+                "command": command,
+                "duration_s": round(time.monotonic() - clock, 2),
+            }
+        )
+    report = {
+        "host": socket.gethostname(),
+        "started_at": started,
+        "passed": all(r["verdict"] != "fail" for r in results),
+        "results": results,
+    }
+    text = json.dumps(report, indent=2, default=str)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
