@@ -15,6 +15,7 @@ from pathlib import Path
 from clusterctl.catalog.compat import OS_CODENAME, at_least
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
 from clusterctl.hostlist import compress
+from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fattree import FatTree, size_fat_tree
 from clusterctl.plan.models import (
     BurstGroupPlan,
@@ -373,6 +374,7 @@ def _resolve_slurm(
         partitions=partitions,
         spares=compress(spares) if spares else None,
         burst=burst_plans,
+        suspend_exclude=compress(n.hostname for n in nodes if not n.burst) if burst_plans else None,
         # Containers die and come back in seconds; a short timeout shows a dead node quickly.
         slurmd_timeout_s=30 if container else 300,
         container_nodes=container,
@@ -604,6 +606,8 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
         gpus=gpus,
         workload=workload,
         monitoring=monitoring,
+        cloud=resolve_cloud(spec, nodes),
+        baremetal=resolve_baremetal(spec, nodes),
     )
 
 

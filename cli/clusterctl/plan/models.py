@@ -189,6 +189,7 @@ class SlurmPlan(PlanModel):
     partitions: list[SlurmPartitionPlan] = Field(default_factory=list)
     spares: str | None = Field(None, description="hostlist of hot spares (defined, in no partition)")
     burst: list[BurstGroupPlan] = Field(default_factory=list)
+    suspend_exclude: str | None = Field(None, description="hostlist of nodes power saving never touches")
     slurmd_timeout_s: int = 300
     container_nodes: bool = False
     pyxis: bool = False
@@ -247,6 +248,44 @@ class NcclSetting(PlanModel):
     why: str
 
 
+class NcclTopoPair(PlanModel):
+    """A GPU and the NIC NCCL pairs it with, by PCI bus id."""
+
+    gpu_busid: str
+    nic_busid: str
+
+
+class NcclTopoCpu(PlanModel):
+    """One NUMA node of a topology XML and the GPU/NIC pairs under it."""
+
+    numaid: int
+    affinity: str = Field(description="CPU mask as NCCL writes it (comma-separated 32-bit words)")
+    pairs: list[NcclTopoPair]
+
+
+class NcclTopology(PlanModel):
+    """What a vendor topology file declares (rendered as NCCL_TOPO_FILE's XML)."""
+
+    name: str
+    link_speed: str = "32.0 GT/s PCIe"
+    link_width: int = 16
+    cpu_vendor: str | None = None
+    cpu_family: int | None = None
+    cpu_model: int | None = None
+    cpus: list[NcclTopoCpu]
+
+
+class NcclJobDaemon(PlanModel):
+    """A per-job daemon the vendor starts in the Slurm prolog (GCP's receive-datapath-manager)."""
+
+    name: str
+    image: str
+    docker_args: list[str] = Field(description="docker run options before the image")
+    args: list[str] = Field(description="arguments after the image")
+    install_image: str | None = Field(None, description="plugin installer image run once when the plugin is missing")
+    install_check: str | None = Field(None, description="file whose absence triggers the installer")
+
+
 class NcclProfile(PlanModel):
     """NCCL configuration for one GPU hardware profile."""
 
@@ -255,6 +294,15 @@ class NcclProfile(PlanModel):
     settings: list[NcclSetting]
     topo_xml: str | None = Field(None, description="name of a topology XML shipped for this profile")
     job_env: list[NcclSetting] = Field(default_factory=list, description="per-job variables (prolog)")
+    # Cloud fabrics: where the job environment comes from and when it applies.
+    fabric: str | None = Field(None, description="cloud fabric the settings are for (efa, gpudirect-tcpxo, ...)")
+    topology: NcclTopology | None = Field(None, description="content of topo_xml")
+    topo_path: str | None = Field(None, description="where NCCL_TOPO_FILE points on the node")
+    job_env_multinode_only: bool = Field(False, description="job_env and the daemon apply to multi-node jobs only")
+    job_env_profile: str | None = Field(None, description="vendor script the task prolog sources before job_env")
+    job_env_lib_dir: str | None = Field(None, description="NCCL_LIB_DIR for job_env_profile")
+    job_daemon: NcclJobDaemon | None = None
+    sources: list[str] = Field(default_factory=list, description="where the settings come from")
 
 
 class PowerPlan(PlanModel):
@@ -319,6 +367,146 @@ class ClusterInfo(PlanModel):
     emulated_gpus: bool
 
 
+# --- provisioning (cloud stacks and bare metal) ---------------------------------------------
+
+
+class CloudSubnetPlan(PlanModel):
+    """A subnet the cloud stack creates (or an existing one it uses)."""
+
+    name: str
+    cidr: str | None = Field(None, description="None for an existing subnet whose range the cloud knows")
+    purpose: Literal["nodes", "public", "storage", "gpu"]
+    existing_id: str | None = None
+
+
+class CloudInstanceGroupPlan(PlanModel):
+    """One node group as the cloud stack creates it."""
+
+    group: str
+    role: Role
+    hardware: str
+    instance_type: str
+    hosts: list[str]
+    addresses: list[str] = Field(description="private address of each host (pinned), in host order")
+    gpus: int = 0
+    gpu_model: str | None = None
+    fabric: str = "ethernet"
+    efa_interfaces: int = Field(0, description="AWS: EFA devices per instance (one EFA-only NIC per network card)")
+    network_cards: int = 1
+    gpu_nics: list[str] = Field(default_factory=list, description="GCP: guest names of the GPU NICs, in attach order")
+    ib_devices: list[str] = Field(default_factory=list, description="Azure: InfiniBand devices")
+    placement: bool = Field(False, description="joins the cluster placement group / compact policy / scale set")
+    capacity_reservation: bool = Field(False, description="launches into the provider's capacity reservation")
+    scale_set: str | None = Field(None, description="Azure: the scale set (single placement group) of the group")
+
+
+class ManagedLustrePlan(PlanModel):
+    """A managed Lustre file system sized from the tier's bandwidth."""
+
+    name: str
+    mount: str
+    fsname: str
+    service: Literal["fsx", "gcp-managed-lustre", "amlfs"]
+    tier: str = Field(description="FSx deployment type, GCP performance tier or AMLFS SKU")
+    per_unit_mbps_per_tib: int
+    capacity_gib: int
+    throughput_mbps: float = Field(description="aggregate MB/s = per-unit throughput x capacity")
+    required_mbps: float | None = Field(None, description="max(read_bw, write_bw) of the tier, MB/s")
+    read_bw: str | None = None
+    write_bw: str | None = None
+    sizing: str = Field(description="why this capacity and tier")
+
+
+class BastionPlan(PlanModel):
+    """The SSH jump host: the only thing reachable from outside, and only from allowed_cidrs."""
+
+    name: str
+    instance_type: str
+    allowed_cidrs: list[str]
+
+
+class CloudPlan(PlanModel):
+    """Everything a cloud stack creates, resolved: the stack reads only this (and the nodes)."""
+
+    provider: Literal["aws", "gcp", "azure"]
+    cluster: str
+    region: str
+    zone: str | None = None
+    project: str | None = None
+    resource_group: str | None = None
+    image: str
+    ssh_user: str
+    root_volume_gib: int
+    network_cidr: str
+    existing_network: str | None = Field(None, description="VPC id / network name to use instead of creating one")
+    subnets: list[CloudSubnetPlan]
+    gpu_networks: list[CloudSubnetPlan] = Field(default_factory=list, description="GCP: one VPC per GPU NIC")
+    placement_strategy: Literal["cluster", "compact", "single-placement-group"] | None = None
+    placement_group: str | None = Field(None, description="existing placement group to use")
+    capacity_reservation_id: str | None = None
+    capacity_block: bool = False
+    reservation: str | None = None
+    capacity_reservation_group_id: str | None = None
+    groups: list[CloudInstanceGroupPlan]
+    bastion: BastionPlan | None = None
+    managed_lustre: list[ManagedLustrePlan] = Field(default_factory=list)
+    labels: dict[str, str] = Field(description="tags/labels every resource carries")
+    plugins: dict[str, str] = Field(default_factory=dict, description="vendor NCCL plugin versions and images")
+
+    def group(self, name: str) -> CloudInstanceGroupPlan:
+        """The instance group ``name``."""
+        for group in self.groups:
+            if group.group == name:
+                return group
+        raise KeyError(name)
+
+
+class BaremetalMachinePlan(PlanModel):
+    """One physical server: how it is powered, booted and addressed."""
+
+    hostname: str
+    fqdn: str
+    group: str
+    role: Role
+    rack: str
+    address: str
+    mac: str
+    bmc: str
+
+
+class AutoinstallGroupPlan(PlanModel):
+    """The Ubuntu autoinstall configuration of one node group."""
+
+    group: str
+    role: Role
+    hosts: list[str]
+    macs: dict[str, str] = Field(description="PXE MAC (lower case) -> hostname")
+    install_disk: str | None = None
+
+
+class BaremetalPlan(PlanModel):
+    """PXE (dnsmasq + autoinstall) and Redfish facts of a bare-metal cluster."""
+
+    machines: list[BaremetalMachinePlan]
+    autoinstall: list[AutoinstallGroupPlan]
+    pxe_server: str
+    pxe_interface: str
+    http_port: int
+    http_url: str
+    installer_iso: str
+    boot_mode: Literal["UEFI", "Legacy"]
+    bmc_verify_tls: bool
+    ready_port: int
+    ready_timeout_s: int
+    ssh_user: str
+    ssh_authorized_keys: list[str] = Field(default_factory=list)
+    netmask: str
+    prefix_length: int
+    gateway: str
+    dns: list[str]
+    domain: str
+
+
 class Plan(PlanModel):
     """The resolved cluster."""
 
@@ -335,6 +523,8 @@ class Plan(PlanModel):
     workload: WorkloadPlan | None
     monitoring: MonitoringPlan
     findings: list[dict[str, Any]] = Field(default_factory=list)
+    cloud: CloudPlan | None = Field(None, description="what the cloud stack creates (aws, gcp, azure)")
+    baremetal: BaremetalPlan | None = Field(None, description="PXE and BMC facts (baremetal)")
 
     def node(self, hostname: str) -> PlanNode:
         """The node named ``hostname``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from clusterctl.catalog.compat import at_least
 from clusterctl.plan.models import NcclProfile, NcclSetting
+from clusterctl.plan.nccl_cloud import cloud_nccl_profile
 from clusterctl.spec.models import HardwareProfile, Spec
 
 
@@ -69,6 +70,11 @@ def nccl_profiles(spec: Spec) -> list[NcclProfile]:
     for name in sorted(spec.hardware):
         profile = spec.hardware[name]
         if profile.gpus is None:
+            continue
+        # Cloud fabrics (EFA, GPUDirect-TCPX/TCPXO, Azure ND) follow their vendors' settings.
+        cloud = cloud_nccl_profile(spec, name, profile)
+        if cloud is not None:
+            out.append(cloud)
             continue
         out.append(
             NcclProfile(hardware=name, gpu_model=profile.gpus.model, settings=nccl_settings(spec, name, profile))

@@ -7,7 +7,6 @@ gives editors a useful JSON Schema. Cross-field semantics live in ``clusterctl.r
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Network
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
@@ -21,6 +20,8 @@ from clusterctl.spec.types import (
     DnsLabel,
     Duration,
     DurationValue,
+    IPv4AddressValue,
+    IPv4NetworkValue,
     NonNegativeInt,
     PositiveInt,
     SlurmTime,
@@ -33,12 +34,12 @@ from clusterctl.spec.types import (
 class Network(StrictModel):
     """The management network every node has an address on."""
 
-    management_cidr: IPv4Network = Field(
+    management_cidr: IPv4NetworkValue = Field(
         description="Management network; node addresses are assigned from it in plan order.",
         examples=["10.20.0.0/16"],
     )
     domain: str = Field(description="DNS domain of the nodes.", examples=["atlas.internal"])
-    gateway: IPv4Address | None = Field(None, description="Default gateway (default: first address).")
+    gateway: IPv4AddressValue | None = Field(None, description="Default gateway (default: first address).")
 
     @field_validator("domain")
     @classmethod
@@ -191,17 +192,28 @@ class LustreStorage(StorageBase):
 
     kind: Literal["lustre"] = Field(description="Lustre.")
     mgs: list[str] = Field(
-        description="NIDs of the MGS failover partners, one per MGS node.", examples=[["10.30.0.11@o2ib"]]
+        default_factory=list,
+        description="NIDs of the MGS failover partners, one per MGS node (not for managed tiers: the service has it).",
+        examples=[["10.30.0.11@o2ib"]],
     )
     fsname: str = Field(description="Lustre file system name.")
     managed: StrictBool = Field(False, description="Create it as a cloud-managed Lustre (cloud providers).")
+    capacity_tib: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Managed tiers: the least capacity to provision (the data it must hold), in TiB. The plan rounds it up "
+            "to what the bandwidth needs and the service's capacity steps."
+        ),
+        examples=[100],
+    )
 
 
 class WekaStorage(StorageBase):
     """A WEKA file system."""
 
     kind: Literal["weka"] = Field(description="WEKA.")
-    backends: list[IPv4Address] = Field(description="Backend addresses to mount from.")
+    backends: list[IPv4AddressValue] = Field(description="Backend addresses to mount from.")
     filesystem: str = Field(description="WEKA file system name.")
     num_cores: NonNegativeInt = Field(1, description="Dedicated frontend cores (0: UDP mode).")
 

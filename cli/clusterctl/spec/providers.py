@@ -1,13 +1,21 @@
-"""Provider blocks of the spec: where the nodes come from (local Docker, bare metal, clouds)."""
+"""Provider blocks of the spec: where the nodes come from (local Docker, bare metal, clouds).
+
+Cloud and bare-metal fields are what the Pulumi programs in ``stacks/<provider>`` need and
+the spec cannot derive: where (region, zone, existing networks), which capacity (reservations,
+capacity blocks), how placement and managed Lustre are chosen, which vendor NCCL plugin runs,
+and who may reach the cluster over SSH. Secrets (BMC credentials, keys) are never spec fields.
+"""
 
 from __future__ import annotations
 
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
+from clusterctl.catalog.cloud_services import DEFAULT_AWS_OFI_NCCL, DEFAULT_EFA_INSTALLER
 from clusterctl.spec.base import StrictModel
+from clusterctl.spec.types import Duration, DurationValue, IPv4AddressValue, IPv4NetworkValue, PositiveInt, VersionStr
 
 
 class LocalProvider(StrictModel):
@@ -31,6 +39,40 @@ class BaremetalProvider(StrictModel):
     )
     pxe_interface: str = Field("eno1", description="Provisioning interface the PXE server listens on.")
     ssh_user: str = Field("ubuntu", description="User the autoinstall creates for clusterctl.")
+    pxe_server: IPv4AddressValue | None = Field(
+        None,
+        description="Address of the PXE/TFTP/HTTP server on the management network (default: the network's .2).",
+        examples=["10.20.0.2"],
+    )
+    http_port: PositiveInt = Field(
+        8080, description="Port of the HTTP server that serves the autoinstall files and the installer ISO."
+    )
+    installer_iso: str | None = Field(
+        None,
+        description="Ubuntu live-server ISO file name served over HTTP (default: the spec OS's current point release).",
+        examples=["ubuntu-24.04.2-live-server-amd64.iso"],
+    )
+    boot_mode: Literal["UEFI", "Legacy"] = Field(
+        "UEFI", description="Firmware boot mode of the one-time PXE boot override (Redfish BootSourceOverrideMode)."
+    )
+    bmc_verify_tls: StrictBool = Field(
+        True, description="Verify the BMCs' HTTPS certificates; set false only for self-signed BMC certificates."
+    )
+    ready_port: PositiveInt = Field(22, description="TCP port that answers once a node has installed and booted.")
+    ready_timeout: DurationValue = Field(
+        default_factory=lambda: Duration(45, "m"),
+        description="How long to wait for a node to answer on ready_port after the PXE boot.",
+    )
+    install_disk: str | None = Field(
+        None,
+        description="Disk the autoinstall installs to, as a serial or path match (default: the largest disk).",
+        examples=["/dev/nvme0n1"],
+    )
+    ssh_authorized_keys: list[str] = Field(
+        default_factory=list,
+        description="Extra public keys (operators') authorized for ssh_user; clusterctl adds its own key at `up`.",
+        examples=[["ssh-ed25519 AAAAC3Nza... ops@example.com"]],
+    )
 
 
 class CloudProviderBase(StrictModel):
@@ -38,18 +80,80 @@ class CloudProviderBase(StrictModel):
 
     region: str = Field(description="Cloud region.", examples=["us-east-1"])
     zone: str | None = Field(None, description="Availability zone; GPU capacity is usually zonal.")
-    allowed_ssh_cidrs: list[IPv4Network] = Field(
+    allowed_ssh_cidrs: list[IPv4NetworkValue] = Field(
         default_factory=list,
-        description="Networks allowed to reach the login node over SSH. Empty: no SSH from outside.",
+        description=(
+            "Networks allowed to reach the SSH jump host (bastion) the stack creates; nodes only accept SSH from "
+            "inside the cluster network. Empty: no bastion and no SSH from outside (run clusterctl from inside "
+            "the network, e.g. over VPN)."
+        ),
         examples=[["203.0.113.0/24"]],
     )
     ssh_user: str = Field("ubuntu", description="User clusterctl connects as.")
+    image: str | None = Field(
+        None,
+        description=(
+            "OS image: an AMI id or `resolve:ssm:<parameter>` (AWS), an image or family self-link (GCP), or a "
+            "`publisher:offer:sku:version` URN (Azure). Default: the vendor's image of the spec's `os`."
+        ),
+    )
+    root_volume_gib: PositiveInt = Field(200, description="Boot disk size of every node in GiB.")
 
 
 class AwsProvider(CloudProviderBase):
     """Amazon EC2 (EFA) through the Pulumi program in ``stacks/aws``."""
 
     kind: Literal["aws"] = Field(description="Amazon Web Services.")
+    vpc_id: str | None = Field(
+        None, description="Existing VPC to use instead of creating one (needs subnet_id).", examples=["vpc-0abc1234"]
+    )
+    subnet_id: str | None = Field(
+        None,
+        description="Existing subnet for the nodes; its CIDR must be the spec's management_cidr.",
+        examples=["subnet-0b578c46a39edb5d3"],
+    )
+    public_subnet_id: str | None = Field(
+        None, description="Existing public subnet for the bastion (with an existing VPC and allowed_ssh_cidrs)."
+    )
+    placement_group: str | None = Field(
+        None,
+        description=(
+            "Existing cluster placement group for the GPU nodes (e.g. the one an ODCR was made in). "
+            "Default: the stack creates one with strategy `cluster`."
+        ),
+    )
+    capacity_reservation_id: str | None = Field(
+        None,
+        description="On-Demand Capacity Reservation or Capacity Block (`cr-...`) the GPU nodes launch into.",
+        examples=["cr-0eaf243f6d60fcc9a"],
+    )
+    capacity_block: StrictBool = Field(
+        False,
+        description=(
+            "capacity_reservation_id is an EC2 Capacity Block for ML (market type capacity-block). Capacity Blocks "
+            "are already placed together, so no placement group is used."
+        ),
+    )
+    fsx_deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = Field(
+        "PERSISTENT_2", description="FSx for Lustre deployment type of managed `lustre` tiers."
+    )
+    fsx_per_unit_storage_throughput: PositiveInt | None = Field(
+        None,
+        description=(
+            "FSx PerUnitStorageThroughput in MB/s/TiB (PERSISTENT_2: 125, 250, 500, 1000). Default: the lowest tier "
+            "that meets the tier's bandwidth at its capacity_tib, else the highest."
+        ),
+    )
+    aws_ofi_nccl: VersionStr = Field(
+        DEFAULT_AWS_OFI_NCCL,
+        description="aws-ofi-nccl (NCCL's EFA plugin) version; keys the NCCL settings.",
+        examples=["1.16.3"],
+    )
+    efa_installer: VersionStr = Field(
+        DEFAULT_EFA_INSTALLER,
+        description="EFA installer version (libfabric, rdma-core, EFA driver).",
+        examples=["1.34.0"],
+    )
 
 
 class GcpProvider(CloudProviderBase):
@@ -57,6 +161,33 @@ class GcpProvider(CloudProviderBase):
 
     kind: Literal["gcp"] = Field(description="Google Cloud.")
     project: str | None = Field(None, description="GCP project id (default: from the environment).")
+    network: str | None = Field(None, description="Existing VPC network for the host NICs (needs subnetwork).")
+    subnetwork: str | None = Field(
+        None, description="Existing subnetwork; its range must be the spec's management_cidr."
+    )
+    reservation: str | None = Field(
+        None,
+        description="Specific reservation the GPU nodes consume (reservation affinity SPECIFIC_RESERVATION).",
+        examples=["a3mega-reservation"],
+    )
+    placement_policy: Literal["compact", "none"] = Field(
+        "compact", description="Compact placement (COLLOCATED resource policy) for the GPU nodes."
+    )
+    gpu_network_cidr: IPv4NetworkValue = Field(
+        IPv4Network("172.16.0.0/16"),
+        description="Range the per-GPU-NIC VPC networks take their /20 subnets from; must not overlap management.",
+    )
+    gpudirect_plugin: VersionStr | None = Field(
+        None,
+        description=(
+            'GPUDirect-TCPX/TCPXO NCCL plugin release (nccl-plugin-gpudirecttcpx-dev tag, e.g. "1.0.15"). '
+            "Default: the newest in clusterctl's catalog for the machine type's fabric."
+        ),
+    )
+    lustre_per_unit_storage_throughput: Literal[125, 250, 500, 1000] | None = Field(
+        None,
+        description="Managed Lustre performance tier in MB/s per TiB. Default: chosen from the tier's bandwidth.",
+    )
 
 
 class AzureProvider(CloudProviderBase):
@@ -64,6 +195,21 @@ class AzureProvider(CloudProviderBase):
 
     kind: Literal["azure"] = Field(description="Microsoft Azure.")
     resource_group: str | None = Field(None, description="Resource group (default: clusterctl-<name>).")
+    subnet_id: str | None = Field(
+        None, description="Existing subnet resource id for the nodes; its prefix must be the management_cidr."
+    )
+    capacity_reservation_group_id: str | None = Field(
+        None, description="Capacity reservation group the GPU scale set allocates from."
+    )
+    lustre_sku: (
+        Literal[
+            "AMLFS-Durable-Premium-40",
+            "AMLFS-Durable-Premium-125",
+            "AMLFS-Durable-Premium-250",
+            "AMLFS-Durable-Premium-500",
+        ]
+        | None
+    ) = Field(None, description="Azure Managed Lustre SKU. Default: chosen from the tier's bandwidth.")
 
 
 Provider = Annotated[
@@ -71,3 +217,4 @@ Provider = Annotated[
     Field(discriminator="kind"),
 ]
 ProviderKind = Literal["local", "baremetal", "aws", "gcp", "azure"]
+CloudProvider = AwsProvider | GcpProvider | AzureProvider

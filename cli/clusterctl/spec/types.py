@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
@@ -162,6 +163,17 @@ DurationValue = Annotated[
     PlainSerializer(str, return_type=str),
     WithJsonSchema({"type": "string", "pattern": _DURATION_RE.pattern, "examples": ["30m", "15m"]}),
 ]
+
+
+def _address_text(value: Any) -> Any:
+    # ipaddress accepts integers (and so booleans): `management_cidr: false` would become 0.0.0.0/32.
+    if not isinstance(value, str | IPv4Address | IPv4Network):
+        raise ValueError(f"write an IPv4 address or network as text, e.g. 10.20.0.0/16; got {value!r}")
+    return value
+
+
+IPv4NetworkValue = Annotated[IPv4Network, BeforeValidator(_address_text)]
+IPv4AddressValue = Annotated[IPv4Address, BeforeValidator(_address_text)]
 
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]

@@ -1,0 +1,246 @@
+"""Cloud instance and machine types the stacks support: what a cloud node *is*.
+
+Data only. The plan reads it to know a cloud node's GPUs, its high-speed NICs and how the
+stacks must attach them; the rules read it to check a hardware profile against the type.
+
+Sources (read mid-2026):
+
+- AWS: EC2 accelerated-computing instance specifications
+  (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and "Maximize network
+  bandwidth on instances with multiple network cards" (EFA layout: ENA primary on card 0,
+  EFA-only on card 0 device 1 and on device 0 of every other card,
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html).
+  p5.48xlarge exposes 32 EFA devices (awsome-distributed-training ``instance-profiles.conf``:
+  "p5 8 GPUs / 32 EFA"; techref §1.7 "vpc.amazonaws.com/efa: 32"); p5en.48xlarge 16
+  (EFAv3; torchx ``named_resources_aws.py`` ``EFA_DEVICE: 16``); p4d/p4de 4.
+- GCP: A3 machine types (https://cloud.google.com/compute/docs/gpus#a3-series); the GPU NIC
+  names are the ones Google's Slurm images use (cluster-toolkit ``a3-highgpu-8g`` and
+  ``a3-megagpu-8g`` ``run-nccl-tests.sh``, techref §1.8): control NIC ``enp0s12``, 4 (TCPX)
+  or 8 (TCPXO) GPU NICs.
+- Azure: ND H100 v5 / ND H200 v5 sizes (https://learn.microsoft.com/azure/virtual-machines/
+  sizes/gpu-accelerated/ndh100v5-series); IB device names from Azure/azurehpc-health-checks
+  ``conf/nd96isr_h100_v5.conf`` (``mlx5_ib0..7``, 400 Gb/s) and ``nd96isr_h200_v5.conf``
+  (adds the ``mlx5_an0`` accelerated-networking port). The GPU/NIC PCI pairing is the one
+  Azure/azhpc-images ships as ``topology/ndv5-topo.xml`` (techref §1.9, §2).
+- CPU types: the providers' general-purpose/compute-optimized specifications (the head-node
+  types ParallelCluster and Cluster Toolkit examples use: m5.8xlarge, c2-standard-8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CloudKind = Literal["aws", "gcp", "azure"]
+Fabric = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "infiniband", "ethernet"]
+
+
+@dataclass(frozen=True)
+class PciPair:
+    """One GPU and the NIC NCCL should pair it with (a vendor topology file's content)."""
+
+    numa: int
+    gpu_busid: str
+    nic_busid: str
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One instance/machine type as the plan, the rules and the stacks need it."""
+
+    name: str
+    provider: CloudKind
+    vcpus: int
+    memory_gib: int
+    gpus: int = 0
+    gpu_model: str | None = None  # a key of clusterctl.catalog.gpus.GPU_MODELS
+    fabric: Fabric = "ethernet"
+    # AWS: EFA devices (one EFA-only interface per network card, card 0 also has the ENA primary).
+    efa_interfaces: int = 0
+    network_cards: int = 1
+    # GCP: the host (control) NIC and the GPU NICs, in attach order, as the guest names them.
+    host_nic: str | None = None
+    gpu_nics: tuple[str, ...] = ()
+    # Azure: InfiniBand devices for NCCL (exact names) and the NICs NCCL must not use.
+    ib_devices: tuple[str, ...] = ()
+    excluded_nics: tuple[str, ...] = ()
+    # NUMA nodes and the vendor's GPU<->NIC PCI pairing (None: let NCCL detect).
+    numa_nodes: int = 1
+    pci_pairs: tuple[PciPair, ...] = ()
+    topology_name: str | None = None  # name of the vendor's topology file (e.g. "ndv5")
+    # CPU identity as NCCL's topology XML records it (vendor, family, model).
+    cpu_vendor: str | None = None
+    cpu_family: int | None = None
+    cpu_model: int | None = None
+    network_gbps: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the type has GPUs."""
+        return self.gpus > 0
+
+
+# ND H100 v5 / ND H200 v5: Azure's ndv5-topo.xml pairs GPU i with IB NIC i behind one
+# (virtual) PCI switch each, four per NUMA node.
+_NDV5_PAIRS = tuple(
+    PciPair(numa=0 if i < 4 else 1, gpu_busid=f"{gpu:04x}:00:00.0", nic_busid=f"{0x101 + i:04x}:00:00.0")
+    for i, gpu in enumerate((0x1, 0x2, 0x3, 0x8, 0x9, 0xA, 0xB, 0xC))
+)
+_NDV5_IB = tuple(f"mlx5_ib{i}" for i in range(8))
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        # --- AWS ---------------------------------------------------------------------------
+        InstanceType(
+            "p5.48xlarge",
+            "aws",
+            vcpus=192,
+            memory_gib=2048,
+            gpus=8,
+            gpu_model="H100-SXM-80GB",
+            fabric="efa",
+            efa_interfaces=32,
+            network_cards=32,
+            network_gbps=3200,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "p5e.48xlarge",
+            "aws",
+            vcpus=192,
+            memory_gib=2048,
+            gpus=8,
+            gpu_model="H200-SXM-141GB",
+            fabric="efa",
+            efa_interfaces=32,
+            network_cards=32,
+            network_gbps=3200,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "p5en.48xlarge",
+            "aws",
+            vcpus=192,
+            memory_gib=2048,
+            gpus=8,
+            gpu_model="H200-SXM-141GB",
+            fabric="efa",
+            efa_interfaces=16,
+            network_cards=16,
+            network_gbps=3200,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "p4d.24xlarge",
+            "aws",
+            vcpus=96,
+            memory_gib=1152,
+            gpus=8,
+            gpu_model="A100-SXM-40GB",
+            fabric="efa",
+            efa_interfaces=4,
+            network_cards=4,
+            network_gbps=400,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "p4de.24xlarge",
+            "aws",
+            vcpus=96,
+            memory_gib=1152,
+            gpus=8,
+            gpu_model="A100-SXM-80GB",
+            fabric="efa",
+            efa_interfaces=4,
+            network_cards=4,
+            network_gbps=400,
+            numa_nodes=2,
+        ),
+        InstanceType("m5.8xlarge", "aws", vcpus=32, memory_gib=128, network_gbps=10),
+        InstanceType("m6i.4xlarge", "aws", vcpus=16, memory_gib=64, network_gbps=12),
+        InstanceType("m6i.2xlarge", "aws", vcpus=8, memory_gib=32, network_gbps=12),
+        InstanceType("t3.micro", "aws", vcpus=2, memory_gib=1, network_gbps=5),
+        # --- GCP ---------------------------------------------------------------------------
+        InstanceType(
+            "a3-highgpu-8g",
+            "gcp",
+            vcpus=208,
+            memory_gib=1872,
+            gpus=8,
+            gpu_model="H100-SXM-80GB",
+            fabric="gpudirect-tcpx",
+            host_nic="enp0s12",
+            gpu_nics=("enp6s0", "enp12s0", "enp134s0", "enp140s0"),
+            network_gbps=1000,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "a3-megagpu-8g",
+            "gcp",
+            vcpus=208,
+            memory_gib=1872,
+            gpus=8,
+            gpu_model="H100-SXM-80GB",
+            fabric="gpudirect-tcpxo",
+            host_nic="enp0s12",
+            gpu_nics=("enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"),
+            network_gbps=1800,
+            numa_nodes=2,
+        ),
+        InstanceType("c2-standard-8", "gcp", vcpus=8, memory_gib=32, network_gbps=16),
+        InstanceType("c2-standard-4", "gcp", vcpus=4, memory_gib=16, network_gbps=10),
+        InstanceType("n2-standard-8", "gcp", vcpus=8, memory_gib=32, network_gbps=16),
+        InstanceType("e2-small", "gcp", vcpus=2, memory_gib=2, network_gbps=1),
+        # --- Azure -------------------------------------------------------------------------
+        InstanceType(
+            "Standard_ND96isr_H100_v5",
+            "azure",
+            vcpus=96,
+            memory_gib=1900,
+            gpus=8,
+            gpu_model="H100-SXM-80GB",
+            fabric="infiniband",
+            ib_devices=_NDV5_IB,
+            numa_nodes=2,
+            pci_pairs=_NDV5_PAIRS,
+            topology_name="ndv5",
+            network_gbps=3200,
+            cpu_vendor="GenuineIntel",
+            cpu_family=6,
+            cpu_model=143,
+        ),
+        InstanceType(
+            "Standard_ND96isr_H200_v5",
+            "azure",
+            vcpus=96,
+            memory_gib=1850,
+            gpus=8,
+            gpu_model="H200-SXM-141GB",
+            fabric="infiniband",
+            ib_devices=_NDV5_IB,
+            excluded_nics=("mlx5_an0",),
+            numa_nodes=2,
+            pci_pairs=_NDV5_PAIRS,
+            topology_name="ndv5",
+            network_gbps=3200,
+            cpu_vendor="GenuineIntel",
+            cpu_family=6,
+            cpu_model=143,
+            notes=("the ndv5 topology file is applied to ND H200 v5 as techref §1.9 groups both sizes",),
+        ),
+        InstanceType("Standard_D16s_v5", "azure", vcpus=16, memory_gib=64, network_gbps=12),
+        InstanceType("Standard_D8s_v5", "azure", vcpus=8, memory_gib=32, network_gbps=12),
+        InstanceType("Standard_B2s", "azure", vcpus=2, memory_gib=4, network_gbps=1),
+    )
+}
+
+# A small instance for the SSH jump host (bastion) each cloud stack creates when
+# provider.allowed_ssh_cidrs is set: it only forwards SSH.
+BASTION_TYPES: dict[CloudKind, str] = {"aws": "t3.micro", "gcp": "e2-small", "azure": "Standard_B2s"}
+
+
+def instance_type(name: str | None) -> InstanceType | None:
+    """The catalog entry for ``name`` (None when unknown or not given)."""
+    return INSTANCE_TYPES.get(name) if name else None

@@ -1,0 +1,373 @@
+"""Resolve what the provisioning stacks create: cloud networks, instances, placement, capacity,
+managed Lustre, the bastion; or, on bare metal, the PXE and BMC facts.
+
+Pure, like the rest of ``plan``: the Pulumi programs in ``stacks/`` and the PXE render read
+``plan.cloud`` / ``plan.baremetal`` and never the spec. Every node keeps the address the plan
+gave it (the stacks pin private addresses), so ``hosts``, ``slurm.conf`` and the inventory agree
+with what the cloud runs.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Network
+
+from clusterctl.catalog.cloud_services import (
+    AMLFS_TIERS,
+    DEFAULT_GPUDIRECT_PLUGIN,
+    FSX_TIERS,
+    GCP_LUSTRE_TIERS,
+    LustreTier,
+    gpudirect_release,
+)
+from clusterctl.catalog.instances import BASTION_TYPES, instance_type
+from clusterctl.plan.models import (
+    AutoinstallGroupPlan,
+    BaremetalMachinePlan,
+    BaremetalPlan,
+    BastionPlan,
+    CloudInstanceGroupPlan,
+    CloudPlan,
+    CloudSubnetPlan,
+    ManagedLustrePlan,
+    PlanNode,
+)
+from clusterctl.spec.models import LustreStorage, Spec
+from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, CloudProvider, GcpProvider
+
+# Every resource a stack creates carries these (AWS tags, GCP labels, Azure tags).
+CLUSTER_LABEL = "clusterctl-cluster"
+MANAGED_BY_LABEL = "managed-by"
+
+_CANONICAL_SSM = "resolve:ssm:/aws/service/canonical/ubuntu/server/"
+# The vendor image of each OS when the spec names none. AWS takes an SSM parameter directly as
+# the image id ("resolve:ssm:"), so the AMI is found at launch without a lookup in the program.
+DEFAULT_IMAGES: dict[str, dict[str, str]] = {
+    "aws": {
+        "ubuntu-24.04": _CANONICAL_SSM + "24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
+        "ubuntu-22.04": _CANONICAL_SSM + "22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
+        "debian-12": "resolve:ssm:/aws/service/debian/release/12/latest/amd64",
+    },
+    "gcp": {
+        "ubuntu-24.04": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64",
+        "ubuntu-22.04": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts",
+        "debian-12": "projects/debian-cloud/global/images/family/debian-12",
+    },
+    "azure": {
+        # ND-series sizes boot Gen2 images only.
+        "ubuntu-24.04": "Canonical:ubuntu-24_04-lts:server:latest",
+        "ubuntu-22.04": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest",
+        "debian-12": "Debian:debian-12:12-gen2:latest",
+    },
+}
+
+# The Ubuntu live-server ISO the PXE server hands to the installer (casper's url=).
+DEFAULT_INSTALLER_ISO: dict[str, str] = {
+    "ubuntu-24.04": "ubuntu-24.04.2-live-server-amd64.iso",
+    "ubuntu-22.04": "ubuntu-22.04.5-live-server-amd64.iso",
+}
+
+# GCP GPU NIC networks get a /20 each out of provider.gpu_network_cidr (Cluster Toolkit's
+# multivpc module uses the same subnet size).
+GPU_SUBNET_PREFIX = 20
+# Subnets of the upper half of the management network (public/bastion, managed storage).
+SERVICE_SUBNET_PREFIX = 24
+
+
+def split_network(network: IPv4Network) -> tuple[IPv4Network, IPv4Network | None, IPv4Network | None]:
+    """Split the management network: nodes in the lower half, then public and storage /24s.
+
+    Why: node addresses are pinned from the bottom of the network (the plan's order); NAT
+    gateways, the bastion and managed file systems take addresses the cloud picks, so they live
+    in their own subnets where they can never take a node's address.
+    """
+    if network.prefixlen >= 31:
+        return network, None, None
+    lower, upper = network.subnets(prefixlen_diff=1)
+    blocks = list(upper.subnets(new_prefix=max(upper.prefixlen, SERVICE_SUBNET_PREFIX)))
+    public = blocks[0]
+    storage = blocks[1] if len(blocks) > 1 else None
+    return lower, public, storage
+
+
+def _labels(spec: Spec) -> dict[str, str]:
+    return {CLUSTER_LABEL: spec.name, MANAGED_BY_LABEL: "clusterctl"}
+
+
+def lustre_tiers(provider: CloudProvider) -> list[LustreTier]:
+    """The managed Lustre tiers the provider offers, lowest throughput first."""
+    if isinstance(provider, AwsProvider):
+        return FSX_TIERS[provider.fsx_deployment_type]
+    if isinstance(provider, GcpProvider):
+        return GCP_LUSTRE_TIERS
+    return AMLFS_TIERS
+
+
+def _fixed_tier(provider: CloudProvider) -> LustreTier | None:
+    tiers = lustre_tiers(provider)
+    if isinstance(provider, AwsProvider) and provider.fsx_per_unit_storage_throughput is not None:
+        return next((t for t in tiers if t.mbps_per_tib == provider.fsx_per_unit_storage_throughput), None)
+    if isinstance(provider, GcpProvider) and provider.lustre_per_unit_storage_throughput is not None:
+        return next((t for t in tiers if t.mbps_per_tib == provider.lustre_per_unit_storage_throughput), None)
+    if isinstance(provider, AzureProvider) and provider.lustre_sku is not None:
+        return next((t for t in tiers if t.name == provider.lustre_sku), None)
+    return None
+
+
+def size_managed_lustre(
+    tiers: list[LustreTier], required_mbps: float | None, data_gib: float, fixed: LustreTier | None
+) -> tuple[LustreTier, int, str]:
+    """Pick a tier and capacity that hold ``data_gib`` and deliver ``required_mbps``.
+
+    Without a tier in the spec: the lowest tier that meets the bandwidth at the capacity the
+    data needs (more capacity at a slow tier costs more than the same capacity at the right
+    one), else the fastest tier sized up until it meets the bandwidth.
+    """
+    if fixed is not None:
+        needed = max(data_gib, (required_mbps or 0) / fixed.mbps_per_tib * 1024)
+        capacity = fixed.capacity_for(needed)
+        return fixed, capacity, f"tier {fixed.name} set in the spec; capacity sized for data and bandwidth"
+    for tier in tiers:
+        capacity = tier.capacity_for(data_gib)
+        if required_mbps is None or tier.throughput_mbps(capacity) >= required_mbps:
+            why = (
+                "no bandwidth given: smallest tier and capacity"
+                if required_mbps is None
+                else f"lowest tier whose throughput at the data's capacity meets {required_mbps:.0f} MB/s"
+            )
+            return tier, capacity, why
+    fastest = tiers[-1]
+    assert required_mbps is not None
+    capacity = fastest.capacity_for(max(data_gib, required_mbps / fastest.mbps_per_tib * 1024))
+    return fastest, capacity, f"fastest tier, capacity raised until it delivers {required_mbps:.0f} MB/s"
+
+
+def _managed_lustre(spec: Spec, provider: CloudProvider) -> list[ManagedLustrePlan]:
+    out: list[ManagedLustrePlan] = []
+    service = {"aws": "fsx", "gcp": "gcp-managed-lustre", "azure": "amlfs"}[provider.kind]
+    for tier in spec.storage:
+        if not isinstance(tier, LustreStorage) or not tier.managed:
+            continue
+        bandwidths = [bw.bytes_per_s for bw in (tier.read_bw, tier.write_bw) if bw is not None]
+        required = max(bandwidths) / 1e6 if bandwidths else None
+        data_gib = (tier.capacity_tib or 0) * 1024
+        chosen, capacity, why = size_managed_lustre(lustre_tiers(provider), required, data_gib, _fixed_tier(provider))
+        out.append(
+            ManagedLustrePlan(
+                name=tier.name,
+                mount=tier.mount,
+                # Azure Managed Lustre always names its file system "lustrefs".
+                fsname="lustrefs" if service == "amlfs" else tier.fsname,
+                service=service,
+                tier=chosen.name,
+                per_unit_mbps_per_tib=chosen.mbps_per_tib,
+                capacity_gib=capacity,
+                throughput_mbps=round(chosen.throughput_mbps(capacity), 1),
+                required_mbps=round(required, 1) if required is not None else None,
+                read_bw=str(tier.read_bw) if tier.read_bw else None,
+                write_bw=str(tier.write_bw) if tier.write_bw else None,
+                sizing=why,
+            )
+        )
+    return out
+
+
+def _subnets(spec: Spec, provider: CloudProvider, has_storage: bool) -> tuple[list[CloudSubnetPlan], str | None]:
+    lower, public, storage = split_network(spec.network.management_cidr)
+    prefix = spec.name
+    if isinstance(provider, AwsProvider) and provider.subnet_id:
+        subnets = [CloudSubnetPlan(name=f"{prefix}-nodes", purpose="nodes", existing_id=provider.subnet_id)]
+        if provider.public_subnet_id:
+            subnets.append(
+                CloudSubnetPlan(name=f"{prefix}-public", purpose="public", existing_id=provider.public_subnet_id)
+            )
+        return subnets, provider.vpc_id
+    if isinstance(provider, GcpProvider) and provider.subnetwork:
+        return [CloudSubnetPlan(name=provider.subnetwork, purpose="nodes", existing_id=provider.subnetwork)], (
+            provider.network
+        )
+    if isinstance(provider, AzureProvider) and provider.subnet_id:
+        return [CloudSubnetPlan(name=f"{prefix}-nodes", purpose="nodes", existing_id=provider.subnet_id)], None
+    subnets = [CloudSubnetPlan(name=f"{prefix}-nodes", cidr=str(lower), purpose="nodes")]
+    if public is not None:
+        subnets.append(CloudSubnetPlan(name=f"{prefix}-public", cidr=str(public), purpose="public"))
+    if has_storage and storage is not None:
+        subnets.append(CloudSubnetPlan(name=f"{prefix}-storage", cidr=str(storage), purpose="storage"))
+    return subnets, None
+
+
+def _groups(spec: Spec, provider: CloudProvider, nodes: list[PlanNode]) -> list[CloudInstanceGroupPlan]:
+    out: list[CloudInstanceGroupPlan] = []
+    for group in spec.nodes:
+        if group.burst is not None:
+            continue  # burst nodes are created by Slurm's resume program, not by the stack
+        profile = spec.hardware[group.hardware]
+        members = [n for n in nodes if n.group == group.group]
+        itype = instance_type(profile.instance_type)
+        gpu_compute = group.role == "compute" and profile.gpus is not None
+        placement = gpu_compute and not (isinstance(provider, AwsProvider) and provider.capacity_block)
+        if isinstance(provider, GcpProvider) and provider.placement_policy == "none":
+            placement = False
+        reserved = gpu_compute and bool(
+            (isinstance(provider, AwsProvider) and provider.capacity_reservation_id)
+            or (isinstance(provider, GcpProvider) and provider.reservation)
+            or (isinstance(provider, AzureProvider) and provider.capacity_reservation_group_id)
+        )
+        out.append(
+            CloudInstanceGroupPlan(
+                group=group.group,
+                role=group.role,
+                hardware=group.hardware,
+                instance_type=profile.instance_type or "",
+                hosts=[n.hostname for n in members],
+                addresses=[n.address for n in members],
+                gpus=itype.gpus if itype else 0,
+                gpu_model=itype.gpu_model if itype else None,
+                fabric=itype.fabric if itype else "ethernet",
+                efa_interfaces=itype.efa_interfaces if itype else 0,
+                network_cards=itype.network_cards if itype else 1,
+                gpu_nics=list(itype.gpu_nics) if itype else [],
+                ib_devices=list(itype.ib_devices) if itype else [],
+                placement=placement,
+                capacity_reservation=reserved,
+                scale_set=f"{spec.name}-{group.group}" if isinstance(provider, AzureProvider) and gpu_compute else None,
+            )
+        )
+    return out
+
+
+def _gpu_networks(spec: Spec, provider: GcpProvider, groups: list[CloudInstanceGroupPlan]) -> list[CloudSubnetPlan]:
+    count = max((len(g.gpu_nics) for g in groups), default=0)
+    if not count:
+        return []
+    base = provider.gpu_network_cidr
+    subnets = list(base.subnets(new_prefix=max(base.prefixlen, GPU_SUBNET_PREFIX)))
+    return [
+        CloudSubnetPlan(
+            name=f"{spec.name}-gpunet-{i}", cidr=str(subnets[i]) if i < len(subnets) else None, purpose="gpu"
+        )
+        for i in range(count)
+    ]
+
+
+def _plugins(provider: CloudProvider, groups: list[CloudInstanceGroupPlan]) -> dict[str, str]:
+    if isinstance(provider, AwsProvider):
+        return {"aws_ofi_nccl": provider.aws_ofi_nccl, "efa_installer": provider.efa_installer}
+    if isinstance(provider, GcpProvider):
+        fabrics = sorted({g.fabric for g in groups if g.fabric.startswith("gpudirect")})
+        if not fabrics:
+            return {}
+        fabric = fabrics[0]
+        version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
+        out = {"gpudirect_fabric": fabric, "gpudirect_plugin": version}
+        release = gpudirect_release(fabric, version)
+        if release is not None:
+            out.update(
+                gpudirect_plugin_image=release.plugin_image,
+                rxdm_image=release.rxdm_image,
+                gpudirect_nccl=release.nccl,
+            )
+        return out
+    return {}
+
+
+def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
+    """The cloud section of the plan, or None for local and bare-metal specs."""
+    provider = spec.provider
+    if not isinstance(provider, AwsProvider | GcpProvider | AzureProvider):
+        return None
+    groups = _groups(spec, provider, nodes)
+    lustre = _managed_lustre(spec, provider)
+    subnets, existing = _subnets(spec, provider, has_storage=bool(lustre))
+    bastion = None
+    if provider.allowed_ssh_cidrs:
+        bastion = BastionPlan(
+            name=f"{spec.name}-bastion",
+            instance_type=BASTION_TYPES[provider.kind],
+            allowed_cidrs=[str(c) for c in provider.allowed_ssh_cidrs],
+        )
+    strategy = {"aws": "cluster", "gcp": "compact", "azure": "single-placement-group"}[provider.kind]
+    return CloudPlan(
+        provider=provider.kind,
+        cluster=spec.name,
+        region=provider.region,
+        zone=provider.zone,
+        project=provider.project if isinstance(provider, GcpProvider) else None,
+        resource_group=(provider.resource_group or f"clusterctl-{spec.name}")
+        if isinstance(provider, AzureProvider)
+        else None,
+        image=provider.image or DEFAULT_IMAGES[provider.kind][spec.os],
+        ssh_user=provider.ssh_user,
+        root_volume_gib=provider.root_volume_gib,
+        network_cidr=str(spec.network.management_cidr),
+        existing_network=existing,
+        subnets=subnets,
+        gpu_networks=_gpu_networks(spec, provider, groups) if isinstance(provider, GcpProvider) else [],
+        placement_strategy=strategy if any(g.placement for g in groups) else None,
+        placement_group=provider.placement_group if isinstance(provider, AwsProvider) else None,
+        capacity_reservation_id=provider.capacity_reservation_id if isinstance(provider, AwsProvider) else None,
+        capacity_block=provider.capacity_block if isinstance(provider, AwsProvider) else False,
+        reservation=provider.reservation if isinstance(provider, GcpProvider) else None,
+        capacity_reservation_group_id=provider.capacity_reservation_group_id
+        if isinstance(provider, AzureProvider)
+        else None,
+        groups=groups,
+        bastion=bastion,
+        managed_lustre=lustre,
+        labels=_labels(spec),
+        plugins=_plugins(provider, groups),
+    )
+
+
+def resolve_baremetal(spec: Spec, nodes: list[PlanNode]) -> BaremetalPlan | None:
+    """The PXE/BMC section of the plan, or None when the spec is not bare metal."""
+    provider = spec.provider
+    if not isinstance(provider, BaremetalProvider):
+        return None
+    network = spec.network.management_cidr
+    gateway = spec.network.gateway or IPv4Address(int(network.network_address) + 1)
+    pxe = provider.pxe_server or IPv4Address(int(network.network_address) + 2)
+    machines = [
+        BaremetalMachinePlan(
+            hostname=n.hostname,
+            fqdn=n.fqdn,
+            group=n.group,
+            role=n.role,
+            rack=n.rack,
+            address=n.address,
+            mac=n.mac.lower(),
+            bmc=n.bmc,
+        )
+        for n in nodes
+        if not n.burst and n.mac and n.bmc
+    ]
+    autoinstall = [
+        AutoinstallGroupPlan(
+            group=group.group,
+            role=group.role,
+            hosts=[m.hostname for m in machines if m.group == group.group],
+            macs={m.mac: m.hostname for m in machines if m.group == group.group},
+            install_disk=provider.install_disk,
+        )
+        for group in spec.nodes
+        if group.burst is None
+    ]
+    return BaremetalPlan(
+        machines=machines,
+        autoinstall=autoinstall,
+        pxe_server=str(pxe),
+        pxe_interface=provider.pxe_interface,
+        http_port=provider.http_port,
+        http_url=f"http://{pxe}:{provider.http_port}",
+        installer_iso=provider.installer_iso or DEFAULT_INSTALLER_ISO.get(spec.os, ""),
+        boot_mode=provider.boot_mode,
+        bmc_verify_tls=provider.bmc_verify_tls,
+        ready_port=provider.ready_port,
+        ready_timeout_s=provider.ready_timeout.seconds,
+        ssh_user=provider.ssh_user,
+        ssh_authorized_keys=list(provider.ssh_authorized_keys),
+        netmask=str(network.netmask),
+        prefix_length=network.prefixlen,
+        gateway=str(gateway),
+        dns=[str(gateway)],
+        domain=spec.network.domain,
+    )

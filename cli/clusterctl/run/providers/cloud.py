@@ -1,0 +1,114 @@
+"""The cloud provider (AWS, GCP, Azure): run ``stacks/<cloud>`` through the Automation API.
+
+provision: generate clusterctl's SSH key and one host key per node (once), preview and ask
+(unless ``--yes``), ``pulumi up``, then write the SSH inventory and known_hosts from the stack
+outputs so configuration connects with checked host keys. destroy: preview, ask, ``pulumi
+destroy``. status: the stack's view of each node.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from clusterctl.plan.models import Plan
+from clusterctl.run.events import EventBus
+from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.providers.ssh_inventory import (
+    BASTION,
+    KNOWN_HOSTS_FILE,
+    hosts_from_outputs,
+    managed_lustre_sources,
+    write_ssh_inventory,
+)
+from clusterctl.run.pulumi import ChangeSummary, PulumiError, PulumiStack, require_pulumi_cli
+from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys
+
+PHASE = "provision"
+Confirm = Callable[[str], bool]
+
+
+def default_confirm(question: str) -> bool:
+    """Ask on a terminal; refuse (and say how to proceed) when nobody can answer."""
+    if not sys.stdin.isatty():
+        raise ProviderError(f"{question} -- no terminal to confirm on; rerun with --yes to apply without asking")
+    import click
+
+    return bool(click.confirm(question, default=False))
+
+
+class CloudProvider:
+    """Provisions a cluster's machines on AWS, GCP or Azure from ``plan.cloud``."""
+
+    def __init__(self, kind: str, confirm: Confirm | None = None) -> None:
+        if kind not in ("aws", "gcp", "azure"):
+            raise ValueError(f"not a cloud provider: {kind}")
+        self.kind = kind
+        self.confirm = confirm or default_confirm
+
+    def _stack(self, plan: Plan, build_dir: Path, state_dir: Path, events: EventBus) -> PulumiStack:
+        if plan.cloud is None or plan.cluster.provider != self.kind:
+            raise ProviderError(f"the plan is not a {self.kind} plan; re-render it with `clusterctl render`")
+        _, client = ensure_client_key(state_dir, plan.cluster.name)
+        names = [n.hostname for n in plan.nodes if not n.burst] + ([BASTION] if plan.cloud.bastion else [])
+        host_keys = ensure_host_keys(state_dir, names)
+        return PulumiStack(plan, build_dir, state_dir, ssh_public_key=client.public, host_keys=host_keys, events=events)
+
+    def _confirmed(self, summary: ChangeSummary, action: str, yes: bool, events: EventBus) -> bool:
+        events.info(f"{action}: {summary.describe()}", phase=PHASE)
+        if yes or not summary.has_changes:
+            return True
+        return self.confirm(f"{action}: {summary.describe()}. Apply?")
+
+    def provision(
+        self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
+    ) -> list[ProvisionedHost]:
+        """Create or update the stack, then write the SSH inventory; return the nodes."""
+        require_pulumi_cli()
+        stack = self._stack(plan, build_dir, state_dir, events)
+        try:
+            if not yes and not self._confirmed(stack.preview(), f"{plan.cluster.name} on {self.kind}", yes, events):
+                raise ProviderError("not applied: the preview was not confirmed; nothing was changed")
+            result = stack.up()
+        except PulumiError as exc:
+            raise ProviderError(str(exc)) from None
+        events.info(f"stack updated: {result.describe()}", phase=PHASE)
+        key_path, _ = ensure_client_key(state_dir, plan.cluster.name)
+        public_keys = {name: pair.public for name, pair in stack.host_keys.items()}
+        assert plan.cloud is not None
+        hosts, bastion = hosts_from_outputs(plan, result.outputs, user=plan.cloud.ssh_user, host_keys=public_keys)
+        write_ssh_inventory(
+            plan,
+            hosts,
+            inventory_dir=build_dir / "ansible" / "inventory",
+            known_hosts=state_dir / KNOWN_HOSTS_FILE,
+            private_key=key_path,
+            bastion=bastion,
+            # Managed Lustre's MGS is known only now: the storage role mounts from these sources.
+            group_vars={"clusterctl_managed_lustre": managed_lustre_sources(result.outputs)},
+        )
+        return hosts
+
+    def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
+        """Delete everything the stack created (after a confirmation unless ``yes``)."""
+        require_pulumi_cli()
+        stack = self._stack(plan, build_dir, state_dir, events)
+        if not yes and not self.confirm(f"Destroy every resource of {plan.cluster.name} on {self.kind}?"):
+            raise ProviderError("not destroyed: not confirmed")
+        try:
+            summary = stack.destroy()
+        except PulumiError as exc:
+            raise ProviderError(str(exc)) from None
+        events.info(f"stack destroyed: {summary.describe()}", phase=PHASE)
+
+    def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
+        """``provisioned`` or ``missing`` per node, from the stack outputs."""
+        names = [n.hostname for n in plan.nodes if not n.burst]
+        try:
+            require_pulumi_cli()
+            stack = PulumiStack(plan, state_dir, state_dir)  # outputs need no build directory
+            nodes = dict(stack.outputs().values.get("nodes") or {})
+        except (PulumiError, ProviderError) as exc:
+            return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
+        return {name: "provisioned" if name in nodes else "missing" for name in names}

@@ -1,0 +1,406 @@
+"""The Google Cloud cluster as Pulumi components, built only from ``plan.cloud``.
+
+Layout (Cluster Toolkit's A3 blueprints, techref §1.8): a host VPC (MTU 8244) with a node
+subnet and a public subnet, Cloud NAT for egress (nodes have no external addresses), one VPC
+per GPU NIC for GPUDirect-TCPX/TCPXO, firewall rules that open each network to itself and
+SSH from outside only to the bastion from ``bastion.allowed_cidrs``, a COLLOCATED (compact)
+resource policy for the GPU nodes, the instances at their planned host addresses, private
+service access and Managed Lustre instances sized by the plan.
+
+GCP networks, subnetworks, firewalls, routers and resource policies take no labels: they are
+named ``<cluster>-...`` instead; everything that takes labels carries the cluster label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+from clusterctl_stack import (
+    OUT_BASTION,
+    OUT_HOST_KEYS,
+    OUT_LUSTRE,
+    OUT_NODES,
+    OUT_SSH_USER,
+    HostKey,
+    StackInputs,
+    cloud_init,
+)
+
+from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
+
+BASTION_KEY = "bastion"
+# Cluster Toolkit sets MTU 8244 on the A3 networks (gVNIC jumbo frames); TCPXO needs it.
+GPU_MTU = 8244
+PSA_PREFIX_LENGTH = 20  # private service access range for Managed Lustre
+
+
+@dataclass
+class GcpNetworkArgs:
+    """Inputs of :class:`GcpNetwork`."""
+
+    cloud: CloudPlan
+
+
+class GcpNetwork(pulumi.ComponentResource):
+    """Host VPC and subnets, Cloud NAT, GPU VPCs, firewall rules."""
+
+    network_id: pulumi.Output[str]
+    subnet_ids: dict[str, pulumi.Output[str]]
+    gpu_subnet_ids: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: GcpNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterctl:gcp:Network", name, None, opts)
+        cloud = args.cloud
+        child = pulumi.ResourceOptions(parent=self)
+        prefix = cloud.cluster
+        self.subnet_ids = {}
+        if cloud.existing_network:
+            self.network_id = pulumi.Output.from_input(cloud.existing_network)
+            for subnet in cloud.subnets:
+                self.subnet_ids[subnet.purpose] = pulumi.Output.from_input(subnet.existing_id or subnet.name)
+        else:
+            network = gcp.compute.Network(
+                f"{name}-net",
+                name=f"{prefix}-net",
+                auto_create_subnetworks=False,
+                mtu=GPU_MTU,
+                opts=child,
+            )
+            self.network_id = network.id
+            for subnet in cloud.subnets:
+                created = gcp.compute.Subnetwork(
+                    f"{name}-{subnet.purpose}",
+                    name=subnet.name,
+                    network=network.id,
+                    region=cloud.region,
+                    ip_cidr_range=subnet.cidr,
+                    private_ip_google_access=True,
+                    opts=child,
+                )
+                self.subnet_ids[subnet.purpose] = created.id
+            router = gcp.compute.Router(
+                f"{name}-router", name=f"{prefix}-router", network=network.id, region=cloud.region, opts=child
+            )
+            gcp.compute.RouterNat(
+                f"{name}-nat",
+                name=f"{prefix}-nat",
+                router=router.name,
+                region=cloud.region,
+                nat_ip_allocate_option="AUTO_ONLY",
+                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+                opts=child,
+            )
+        gcp.compute.Firewall(
+            f"{name}-internal",
+            name=f"{prefix}-internal",
+            network=self.network_id,
+            direction="INGRESS",
+            source_ranges=[cloud.network_cidr],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
+            description="everything inside the cluster network (Slurm, NFS, Lustre, SSH from the bastion)",
+            opts=child,
+        )
+        if cloud.bastion is not None:
+            gcp.compute.Firewall(
+                f"{name}-bastion-ssh",
+                name=f"{prefix}-bastion-ssh",
+                network=self.network_id,
+                direction="INGRESS",
+                source_ranges=list(cloud.bastion.allowed_cidrs),
+                target_tags=[f"{prefix}-bastion"],
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                description="SSH to the bastion from provider.allowed_ssh_cidrs only",
+                opts=child,
+            )
+        self.gpu_subnet_ids = []
+        for i, gpu in enumerate(cloud.gpu_networks):
+            gpu_net = gcp.compute.Network(
+                f"{name}-gpunet-{i}", name=gpu.name, auto_create_subnetworks=False, mtu=GPU_MTU, opts=child
+            )
+            gpu_subnet = gcp.compute.Subnetwork(
+                f"{name}-gpusub-{i}",
+                name=f"{gpu.name}-sub",
+                network=gpu_net.id,
+                region=cloud.region,
+                ip_cidr_range=gpu.cidr,
+                opts=child,
+            )
+            gcp.compute.Firewall(
+                f"{name}-gpunet-{i}-internal",
+                name=f"{gpu.name}-internal",
+                network=gpu_net.id,
+                direction="INGRESS",
+                source_ranges=[gpu.cidr] if gpu.cidr else [],
+                allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
+                description="GPUDirect traffic between the GPU NICs of this rail",
+                opts=child,
+            )
+            self.gpu_subnet_ids.append(gpu_subnet.id)
+        self.register_outputs({"network": self.network_id})
+
+
+@dataclass
+class GcpNodeGroupArgs:
+    """Inputs of :class:`GcpNodeGroup`."""
+
+    cloud: CloudPlan
+    plan: Plan
+    group: CloudInstanceGroupPlan
+    subnet_id: pulumi.Input[str]
+    gpu_subnet_ids: list[pulumi.Output[str]]
+    placement_policy: pulumi.Input[str] | None
+    ssh_public_key: str
+    host_keys: dict[str, HostKey] = field(default_factory=dict)
+
+
+class GcpNodeGroup(pulumi.ComponentResource):
+    """The instances of one node group; GPU machine types get one NIC per GPU network."""
+
+    private_ips: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: GcpNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterctl:gcp:NodeGroup", name, None, opts)
+        cloud, group = args.cloud, args.group
+        child = pulumi.ResourceOptions(parent=self)
+        labels = dict(cloud.labels)
+        self.private_ips = {}
+        for host, address in zip(group.hosts, group.addresses, strict=True):
+            node = args.plan.node(host)
+            nics = [
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=args.subnet_id, network_ip=address, nic_type="GVNIC"
+                )
+            ]
+            # One NIC per GPU network, in the order the guest names them (enp6s0, enp7s0, ...).
+            nics += [
+                gcp.compute.InstanceNetworkInterfaceArgs(subnetwork=subnet, nic_type="GVNIC")
+                for subnet in args.gpu_subnet_ids[: len(group.gpu_nics)]
+            ]
+            reservation = None
+            if group.capacity_reservation and cloud.reservation:
+                reservation = gcp.compute.InstanceReservationAffinityArgs(
+                    type="SPECIFIC_RESERVATION",
+                    specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+                        key="compute.googleapis.com/reservation-name", values=[cloud.reservation]
+                    ),
+                )
+            user_data = cloud_init(
+                hostname=host,
+                fqdn=node.fqdn,
+                user=cloud.ssh_user,
+                authorized_keys=[args.ssh_public_key],
+                host_key=args.host_keys.get(host),
+            )
+            instance = gcp.compute.Instance(
+                f"{name}-{host}",
+                name=f"{cloud.cluster}-{host}",
+                hostname=node.fqdn,
+                machine_type=group.instance_type,
+                zone=cloud.zone,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=cloud.image, size=cloud.root_volume_gib, type="pd-ssd", labels=labels
+                    )
+                ),
+                network_interfaces=nics,
+                # GPU VMs cannot live-migrate: they stop for host maintenance and restart.
+                scheduling=gcp.compute.InstanceSchedulingArgs(
+                    on_host_maintenance="TERMINATE" if group.gpus else "MIGRATE", automatic_restart=True
+                ),
+                # pulumi-gcp 10 takes the one resource policy as a string.
+                resource_policies=args.placement_policy if group.placement else None,
+                reservation_affinity=reservation,
+                # Secret: the user data carries the node's private SSH host key.
+                metadata=pulumi.Output.secret({"user-data": user_data, "enable-oslogin": "FALSE"}),
+                labels=labels,
+                tags=[f"{cloud.cluster}-node"],
+                opts=child,
+            )
+            self.private_ips[host] = instance.network_interfaces.apply(lambda n: n[0].network_ip or "")
+        self.register_outputs({"privateIps": self.private_ips})
+
+
+@dataclass
+class GcpManagedLustreArgs:
+    """Inputs of :class:`GcpManagedLustre`."""
+
+    cloud: CloudPlan
+    fs: ManagedLustrePlan
+    network_id: pulumi.Input[str]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+class GcpManagedLustre(pulumi.ComponentResource):
+    """A Google Cloud Managed Lustre instance (throughput = tier x capacity)."""
+
+    source: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GcpManagedLustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterctl:gcp:ManagedLustre", name, None, opts)
+        fs, cloud = args.fs, args.cloud
+        instance = gcp.lustre.Instance(
+            f"{name}-lustre",
+            instance_id=f"{cloud.cluster}-{fs.name}",
+            location=cloud.zone,
+            capacity_gib=str(fs.capacity_gib),
+            filesystem=fs.fsname,
+            network=args.network_id,
+            per_unit_storage_throughput=str(fs.per_unit_mbps_per_tib),
+            labels=dict(cloud.labels),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        )
+        self.source = instance.mount_point
+        self.register_outputs({"source": self.source})
+
+
+@dataclass
+class GcpClusterArgs:
+    """Inputs of :class:`GcpCluster`."""
+
+    plan: Plan
+    ssh_public_key: str
+    host_keys: dict[str, HostKey] = field(default_factory=dict)
+
+
+class GcpCluster(pulumi.ComponentResource):
+    """Everything of one clusterctl cluster on Google Cloud."""
+
+    nodes: pulumi.Output[dict[str, str]]
+    lustre: dict[str, pulumi.Output[str]]
+    bastion_address: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: GcpClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("clusterctl:gcp:Cluster", name, None, opts)
+        cloud = args.plan.cloud
+        if cloud is None or cloud.provider != "gcp":
+            raise ValueError("the plan is not a GCP plan (plan.cloud.provider != gcp)")
+        provider = gcp.Provider(
+            f"{name}-provider",
+            project=cloud.project,
+            region=cloud.region,
+            zone=cloud.zone,
+            default_labels=dict(cloud.labels),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, providers={"gcp": provider})
+        network = GcpNetwork(f"{name}-net", GcpNetworkArgs(cloud=cloud), opts=child)
+        policy: pulumi.Output[str] | None = None
+        if cloud.placement_strategy == "compact":
+            placement = gcp.compute.ResourcePolicy(
+                f"{name}-compact",
+                name=f"{cloud.cluster}-compact",
+                region=cloud.region,
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
+                opts=child,
+            )
+            policy = placement.self_link
+        ips: dict[str, pulumi.Output[str]] = {}
+        for group_plan in cloud.groups:
+            nodes = GcpNodeGroup(
+                f"{name}-{group_plan.group}",
+                GcpNodeGroupArgs(
+                    cloud=cloud,
+                    plan=args.plan,
+                    group=group_plan,
+                    subnet_id=network.subnet_ids["nodes"],
+                    gpu_subnet_ids=network.gpu_subnet_ids,
+                    placement_policy=policy,
+                    ssh_public_key=args.ssh_public_key,
+                    host_keys=args.host_keys,
+                ),
+                opts=child,
+            )
+            ips.update(nodes.private_ips)
+        self.nodes = pulumi.Output.all(**ips)
+        self.lustre = {}
+        if cloud.managed_lustre:
+            psa: list[pulumi.Resource] = []
+            if not cloud.existing_network:
+                # Managed Lustre is reached through private service access on the host VPC.
+                peering = gcp.compute.GlobalAddress(
+                    f"{name}-psa",
+                    name=f"{cloud.cluster}-psa",
+                    purpose="VPC_PEERING",
+                    address_type="INTERNAL",
+                    prefix_length=PSA_PREFIX_LENGTH,
+                    network=network.network_id,
+                    labels=dict(cloud.labels),
+                    opts=child,
+                )
+                psa.append(
+                    gcp.servicenetworking.Connection(
+                        f"{name}-psa-connection",
+                        network=network.network_id,
+                        service="servicenetworking.googleapis.com",
+                        reserved_peering_ranges=[peering.name],
+                        opts=child,
+                    )
+                )
+            for fs in cloud.managed_lustre:
+                lustre = GcpManagedLustre(
+                    f"{name}-{fs.name}",
+                    GcpManagedLustreArgs(cloud=cloud, fs=fs, network_id=network.network_id, depends_on=psa),
+                    opts=child,
+                )
+                self.lustre[fs.name] = lustre.source
+        self.bastion_address = None
+        if cloud.bastion is not None:
+            bastion = gcp.compute.Instance(
+                f"{name}-bastion",
+                name=cloud.bastion.name,
+                machine_type=cloud.bastion.instance_type,
+                zone=cloud.zone,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=cloud.image, labels=dict(cloud.labels)
+                    )
+                ),
+                network_interfaces=[
+                    gcp.compute.InstanceNetworkInterfaceArgs(
+                        subnetwork=network.subnet_ids.get("public", network.subnet_ids["nodes"]),
+                        access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                    )
+                ],
+                metadata=pulumi.Output.secret(
+                    {
+                        "user-data": cloud_init(
+                            hostname=cloud.bastion.name,
+                            fqdn=f"{cloud.bastion.name}.internal",
+                            user=cloud.ssh_user,
+                            authorized_keys=[args.ssh_public_key],
+                            host_key=args.host_keys.get(BASTION_KEY),
+                        ),
+                        "enable-oslogin": "FALSE",
+                    }
+                ),
+                labels=dict(cloud.labels),
+                tags=[f"{cloud.cluster}-bastion"],
+                opts=child,
+            )
+            self.bastion_address = bastion.network_interfaces.apply(
+                lambda n: (
+                    (n[0].access_configs or [gcp.compute.outputs.InstanceNetworkInterfaceAccessConfig()])[0].nat_ip
+                    or ""
+                )
+            )
+        self.register_outputs({OUT_NODES: self.nodes})
+
+
+def deploy(inputs: StackInputs) -> GcpCluster:
+    """The program: one GcpCluster from the plan, and the stack outputs clusterctl reads."""
+    plan = inputs.plan
+    cluster = GcpCluster(
+        plan.cluster.name,
+        GcpClusterArgs(plan=plan, ssh_public_key=inputs.ssh_public_key, host_keys=inputs.host_keys),
+    )
+    cloud = plan.cloud
+    assert cloud is not None
+    pulumi.export(OUT_NODES, cluster.nodes)
+    pulumi.export(OUT_SSH_USER, cloud.ssh_user)
+    pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
+    pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})
+    if cluster.bastion_address is not None:
+        pulumi.export(OUT_BASTION, {"address": cluster.bastion_address, "user": cloud.ssh_user, "name": BASTION_KEY})
+    return cluster
