@@ -6,13 +6,17 @@ import click
 
 from clusterctl import __version__
 from clusterctl.app import App
+from clusterctl.commands.burst import burst_group
+from clusterctl.commands.check_output import check_output_cmd
 from clusterctl.commands.down import down_cmd
+from clusterctl.commands.fabric import fabric_group
 from clusterctl.commands.plan import plan_cmd
 from clusterctl.commands.render import render_cmd
 from clusterctl.commands.schema import schema_cmd
 from clusterctl.commands.status import status_cmd
 from clusterctl.commands.up import up_cmd
 from clusterctl.commands.validate import validate_cmd
+from clusterctl.commands.verify import verify_cmd
 
 
 @click.group(context_settings={"auto_envvar_prefix": "CLUSTERCTL", "help_option_names": ["-h", "--help"]})
@@ -27,3 +31,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
 
 for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd, up_cmd, status_cmd, down_cmd):
     cli.add_command(command)
+cli.add_command(fabric_group)
+cli.add_command(burst_group)
+cli.add_command(check_output_cmd)
+cli.add_command(verify_cmd)

@@ -103,6 +103,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             "node_exporter": bool(plan.monitoring.node_exporter_targets),
             "dcgm_exporter": bool(plan.monitoring.dcgm_exporter_targets),
         },
+        "clusterctl_burst_groups": [b.group for b in plan.slurm.burst],
         "clusterctl_storage": [
             {"name": t.name, "kind": t.kind, "mount": t.mount, "unit": t.unit_name, "requires_lnet": t.requires_lnet}
             for t in plan.storage

@@ -43,9 +43,17 @@ class Rule:
     tags: frozenset[str] = field(default_factory=frozenset)
 
     def finding(
-        self, path: FieldPath, message: str, hint: str = "", level: Level | None = None, **where: str | int
+        self,
+        path: FieldPath,
+        message: str,
+        hint: str = "",
+        level: Level | None = None,
+        *,
+        file: str = "",
+        line: int = 0,
+        column: int = 0,
     ) -> Finding:
-        """A finding of this rule (``file``/``line``/``column`` may be given for other files)."""
+        """A finding of this rule (``file``/``line``/``column`` when it is located in another file)."""
         return Finding(
             code=self.code,
             level=level or self.level,
@@ -53,9 +61,9 @@ class Rule:
             message=message,
             hint=hint,
             rule=self.name,
-            file=str(where.get("file", "")),
-            line=int(where.get("line", 0)),
-            column=int(where.get("column", 0)),
+            file=file,
+            line=line,
+            column=column,
         )
 
 
@@ -78,7 +86,7 @@ def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str]
 
 def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
     """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed)."""
-    from clusterctl.rules import checks  # noqa: F401  (registers the rules)
+    from clusterctl.rules import burst, checks, cloud  # noqa: F401  (registers the rules)
 
     skipped = set(skip)
     unknown = skipped - set(RULES) - {r.code for r in RULES.values()}

@@ -12,6 +12,7 @@ from pathlib import Path
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
 from clusterctl.run.ansible import ConfigureResult, run_playbook
+from clusterctl.run.burst_bundle import burst_extravars
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import executor_for
 from clusterctl.run.providers import ProvisionedHost, for_kind
@@ -82,7 +83,7 @@ def up(
 
     t2 = time.monotonic()
     events.phase("configure")
-    extravars = secrets_extravars(state)
+    extravars = secrets_extravars(state) | burst_extravars(plan, build_dir, state.path)
     result.configure = run_playbook(build_dir, state.path, events, extravars=extravars)
     cfg = result.configure
     state.update(

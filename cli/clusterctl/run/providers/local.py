@@ -8,6 +8,7 @@ these hosts; `down` removes exactly what carries this cluster's label.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -108,6 +109,19 @@ def _ensure_network(plan: Plan) -> str:
     return name
 
 
+def burst_controller_mounts(plan: Plan, node: PlanNode) -> list[str]:
+    """Docker socket and CLI for the controller of a cluster with local burst groups.
+
+    Why: slurmctld's ResumeProgram runs `clusterctl burst resume` on the controller, which creates
+    burst nodes as sibling containers. Giving a container the Docker socket gives it root on the
+    host: a development setup, documented as such.
+    """
+    if node.role != "controller" or not any(b.provider == "local" for b in plan.slurm.burst):
+        return []
+    client = shutil.which("docker") or "/usr/bin/docker"
+    return ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{client}:/usr/local/bin/docker:ro"]
+
+
 def _start_node(plan: Plan, node: PlanNode, network: str, image: str) -> str:
     """Create or start the node's container; return what was done."""
     name = container_name(plan, node)
@@ -138,6 +152,7 @@ def _start_node(plan: Plan, node: PlanNode, network: str, image: str) -> str:
         f"clusterctl.node={node.hostname}",
         "--label",
         f"clusterctl.role={node.role}",
+        *burst_controller_mounts(plan, node),
         *SYSTEMD_FLAGS,
         image,
         "/lib/systemd/systemd",

@@ -1,0 +1,85 @@
+"""``clusterctl burst resume|suspend HOSTLIST``: what slurmctld's power saving calls on the controller."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from clusterctl.app import App
+from clusterctl.commands.common import handle_internal_errors
+from clusterctl.progress import PlainView
+from clusterctl.run.burst import BurstError, load_plan, resume, suspend
+from clusterctl.run.events import EventBus
+
+DEFAULT_BUILD = Path("/var/lib/clusterctl/build")
+DEFAULT_STATE = Path("/var/lib/clusterctl/state")
+
+build_option = click.option(
+    "--build-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_BUILD,
+    show_default=True,
+    help="The rendered build directory installed on the controller.",
+)
+state_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_STATE,
+    show_default=True,
+    help="Locks and fact cache of burst operations.",
+)
+
+
+@click.group("burst")
+def burst_group() -> None:
+    """Elastic nodes (called by slurmctld's ResumeProgram/SuspendProgram)."""
+
+
+def _bus(app: App) -> EventBus:
+    bus = EventBus()
+    bus.subscribe(PlainView(app.err))
+    return bus
+
+
+@burst_group.command("resume")
+@click.argument("hostlist")
+@build_option
+@state_option
+@click.option(
+    "--munge-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("/etc/munge/munge.key"),
+    show_default=True,
+    help="The cluster's munge key on this machine.",
+)
+@click.pass_obj
+@handle_internal_errors
+def resume_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, munge_key: Path) -> None:
+    """Create, configure and register the burst nodes in HOSTLIST."""
+    try:
+        plan = load_plan(build_dir)
+        outcome = resume(plan, hostlist, build_dir, state_dir, _bus(app), munge_key_file=munge_key)
+    except (BurstError, FileNotFoundError) as exc:
+        app.abort(str(exc), 1)
+    for host, why in sorted(outcome.failed.items()):
+        app.display_error(f"{host}: {why} (left DOWN; the next resume retries)")
+    sys.exit(0 if outcome.ok else 1)
+
+
+@burst_group.command("suspend")
+@click.argument("hostlist")
+@build_option
+@state_option
+@click.pass_obj
+@handle_internal_errors
+def suspend_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path) -> None:
+    """Remove the burst nodes in HOSTLIST."""
+    try:
+        outcome = suspend(load_plan(build_dir), hostlist, build_dir, state_dir, _bus(app))
+    except (BurstError, FileNotFoundError) as exc:
+        app.abort(str(exc), 1)
+    for host, why in sorted(outcome.failed.items()):
+        app.display_error(f"{host}: {why}")
+    sys.exit(0 if outcome.ok else 1)

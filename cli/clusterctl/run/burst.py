@@ -1,0 +1,185 @@
+"""Elastic nodes: what ``ResumeProgram``/``SuspendProgram`` do when slurmctld calls them.
+
+``resume`` provisions exactly the named burst nodes through their group's provider,
+configures only them with the same roles, tells Slurm their address and returns;
+``suspend`` removes them. Both are idempotent. A failure leaves the node DOWN with a reason
+saying what happened; the next resume retries from scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterctl.hostlist import expand
+from clusterctl.plan import Plan, PlanNode
+from clusterctl.run.ansible import run_playbook
+from clusterctl.run.events import EventBus
+from clusterctl.run.providers.base import ProviderError
+
+REASON_PREFIX = "clusterctl-burst:"
+# Slurm's Reason field is shown in sinfo; keep it to one readable line.
+MAX_REASON = 200
+
+
+class BurstError(Exception):
+    """A burst request that cannot be carried out (unknown or non-burst nodes)."""
+
+
+@dataclass
+class BurstOutcome:
+    """What a resume or suspend did, per node."""
+
+    done: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Every node succeeded."""
+        return not self.failed
+
+
+def load_plan(build_dir: Path) -> Plan:
+    """The plan the build directory was rendered from."""
+    return Plan.model_validate_json((build_dir / "plan.json").read_text())
+
+
+def burst_nodes(plan: Plan, hostlist: str) -> list[PlanNode]:
+    """The plan's burst nodes named by ``hostlist``; refuses names that are not burst nodes."""
+    names = expand(hostlist)
+    by_name = {n.hostname: n for n in plan.nodes}
+    unknown = [n for n in names if n not in by_name]
+    static = [n for n in names if n in by_name and not by_name[n].burst]
+    if unknown or static:
+        raise BurstError(
+            "not burst nodes of cluster "
+            f"{plan.cluster.name}: {', '.join(unknown + static)} (burst nodes: "
+            f"{', '.join(n.hostname for n in plan.nodes if n.burst) or 'none'})"
+        )
+    return [by_name[n] for n in names]
+
+
+def scontrol(*args: str) -> subprocess.CompletedProcess[str]:
+    """``scontrol ARGS`` on this (controller) machine."""
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def mark_down(hostname: str, why: str) -> None:
+    """Leave the node DOWN with a reason saying what happened."""
+    reason = f"{REASON_PREFIX} {' '.join(why.split())}"[:MAX_REASON]
+    scontrol("update", f"nodename={hostname}", "state=down", f"reason={reason}")
+
+
+@contextlib.contextmanager
+def node_locks(state_dir: Path, nodes: list[PlanNode]) -> Iterator[None]:
+    """One lock per node, so a resume and a suspend of the same node never overlap."""
+    locks = []
+    (state_dir / "locks").mkdir(parents=True, exist_ok=True)
+    try:
+        for node in sorted(nodes, key=lambda n: n.hostname):
+            handle = (state_dir / "locks" / f"{node.hostname}.lock").open("a")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            locks.append(handle)
+        yield
+    finally:
+        for handle in locks:
+            handle.close()
+
+
+def _provider_resume(plan: Plan, nodes: list[PlanNode], build_dir: Path, state_dir: Path, events: EventBus) -> None:
+    kinds = {n.group: _group_provider(plan, n.group) for n in nodes}
+    for kind in set(kinds.values()):
+        group_nodes = [n for n in nodes if kinds[n.group] == kind]
+        if kind == "local":
+            from clusterctl.run.providers.local import LocalProvider, _image, network_name
+
+            LocalProvider().start_nodes(plan, group_nodes, network_name(plan), _image(plan), events)
+        else:
+            from clusterctl.run.burst_cloud import resume_cloud
+
+            resume_cloud(plan, kind, group_nodes, build_dir, state_dir, events)
+
+
+def _provider_suspend(plan: Plan, nodes: list[PlanNode], build_dir: Path, state_dir: Path, events: EventBus) -> None:
+    kinds = {n.group: _group_provider(plan, n.group) for n in nodes}
+    for kind in set(kinds.values()):
+        group_nodes = [n for n in nodes if kinds[n.group] == kind]
+        if kind == "local":
+            from clusterctl.run.providers.local import LocalProvider
+
+            LocalProvider().remove_nodes(plan, group_nodes, events)
+        else:
+            from clusterctl.run.burst_cloud import suspend_cloud
+
+            suspend_cloud(plan, kind, group_nodes, build_dir, state_dir, events)
+
+
+def _group_provider(plan: Plan, group: str) -> str:
+    return next(b.provider for b in plan.slurm.burst if b.group == group)
+
+
+def resume(
+    plan: Plan, hostlist: str, build_dir: Path, state_dir: Path, events: EventBus, *, munge_key_file: Path
+) -> BurstOutcome:
+    """Provision, register and configure the burst nodes in ``hostlist``."""
+    nodes = burst_nodes(plan, hostlist)
+    outcome = BurstOutcome()
+    with node_locks(state_dir, nodes):
+        started = time.monotonic()
+        for node in nodes:
+            # Tell slurmctld where the node will be before its slurmd starts and registers.
+            scontrol("update", f"nodename={node.hostname}", f"nodeaddr={node.address}", f"nodehostname={node.hostname}")
+        try:
+            _provider_resume(plan, nodes, build_dir, state_dir, events)
+        except (ProviderError, OSError) as exc:
+            for node in nodes:
+                outcome.failed[node.hostname] = f"provisioning failed: {exc}"
+        if not outcome.failed:
+            result = run_playbook(
+                build_dir,
+                state_dir,
+                events,
+                extravars={"munge_key_file": str(munge_key_file)},
+                limit=[n.hostname for n in nodes],
+                ident=f"burst-{int(time.time())}",
+            )
+            failed_hosts = {f.host: f"configuration failed in '{f.task}': {f.message}" for f in result.failures}
+            if result.rc != 0 and not failed_hosts:
+                failed_hosts = {n.hostname: f"configuration failed (ansible rc {result.rc})" for n in nodes}
+            outcome.failed.update(failed_hosts)
+        for node in nodes:
+            if node.hostname in outcome.failed:
+                mark_down(node.hostname, outcome.failed[node.hostname])
+            else:
+                outcome.done.append(node.hostname)
+        events.info(
+            f"resume {hostlist}: {len(outcome.done)} up, {len(outcome.failed)} failed in "
+            f"{time.monotonic() - started:.0f} s",
+            phase="burst",
+        )
+    return outcome
+
+
+def suspend(plan: Plan, hostlist: str, build_dir: Path, state_dir: Path, events: EventBus) -> BurstOutcome:
+    """Remove the burst nodes in ``hostlist`` (nothing to do for nodes already gone)."""
+    nodes = burst_nodes(plan, hostlist)
+    outcome = BurstOutcome()
+    with node_locks(state_dir, nodes):
+        try:
+            _provider_suspend(plan, nodes, build_dir, state_dir, events)
+            outcome.done = [n.hostname for n in nodes]
+        except (ProviderError, OSError) as exc:
+            outcome.failed = {n.hostname: f"release failed: {exc}" for n in nodes}
+            for node in nodes:
+                mark_down(node.hostname, outcome.failed[node.hostname])
+        # Facts cached for a removed node would describe a machine that no longer exists.
+        for node in nodes:
+            with contextlib.suppress(FileNotFoundError):
+                (state_dir / "facts" / node.hostname).unlink()
+    events.info(f"suspend {hostlist}: {len(outcome.done)} released", phase="burst")
+    return outcome
