@@ -63,11 +63,15 @@ def main() -> None:
             best = {k: min(r[k] for r in runs) for k in runs[0]}
             med = statistics.median(r["total"] for r in runs)
             results.append((size, best["total"]))
-            print(f"{size:>6} {size * 8:>7} {best['validate_plan']:>16.3f} {best['render']:>9.3f} "
-                  f"{best['total']:>8.3f} {1e6 * best['total'] / size:>8.0f}   (median {med:.3f} s)")
+            print(
+                f"{size:>6} {size * 8:>7} {best['validate_plan']:>16.3f} {best['render']:>9.3f} "
+                f"{best['total']:>8.3f} {1e6 * best['total'] / size:>8.0f}   (median {med:.3f} s)"
+            )
         (small, t_small), (big, t_big) = results[0], results[-1]
-        print(f"growth {small}->{big} nodes: x{t_big / t_small:.1f} time for x{big / small:.0f} nodes; "
-              f"target 2048 nodes < 2 s: {'met' if dict(results).get(2048, 0) < 2 else 'NOT met'}")
+        print(
+            f"growth {small}->{big} nodes: x{t_big / t_small:.1f} time for x{big / small:.0f} nodes; "
+            f"target 2048 nodes < 2 s: {'met' if dict(results).get(2048, 0) < 2 else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":
