@@ -15,6 +15,7 @@ from pathlib import Path
 from clusterctl.catalog.compat import OS_CODENAME, at_least
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
 from clusterctl.hostlist import compress
+from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fattree import FatTree, size_fat_tree
 from clusterctl.plan.models import (
@@ -27,6 +28,7 @@ from clusterctl.plan.models import (
     LnetNetwork,
     LnetProfile,
     MonitoringPlan,
+    NcclProfile,
     NodeGroupPlan,
     Plan,
     PlanNode,
@@ -537,6 +539,30 @@ def _resolve_workload(spec: Spec, nodes: list[PlanNode], gpus: GpuPlan) -> Workl
     )
 
 
+# Where the roles install the per-job scripts (see templates/slurm/*.d and templates/health).
+PROLOG_DIR = "/etc/slurm/prolog.d"
+EPILOG_DIR = "/etc/slurm/epilog.d"
+TASK_PROLOG = "/etc/slurm/task_prolog.sh"
+HEALTHCHECK_PROGRAM = "/usr/local/sbin/clusterctl-healthcheck"
+
+
+def _job_scripts(spec: Spec, nodes: list[PlanNode], nccl: list[NcclProfile], slurm: SlurmPlan) -> None:
+    """Prolog/Epilog/TaskProlog and HealthCheckProgram, only where something is installed to run."""
+    daemons = any(p.job_daemon is not None for p in nccl)
+    real_gpus = any(n.gpus and not n.emulated for n in nodes)
+    slurm.dcgm_epilog = spec.slurm.dcgm_epilog and real_gpus
+    if daemons or slurm.dcgm_epilog:
+        slurm.epilog = f"{EPILOG_DIR}/*"
+    if daemons:
+        slurm.prolog = f"{PROLOG_DIR}/*"
+    if any(p.job_env or p.job_env_profile for p in nccl):
+        slurm.task_prolog = TASK_PROLOG
+    if spec.slurm.health_check:
+        slurm.health_check_program = HEALTHCHECK_PROGRAM
+        # Containers fail and return in seconds; real nodes are checked every 5 minutes (NHC's usual pace).
+        slurm.health_check_interval_s = 60 if slurm.container_nodes else 300
+
+
 def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan:
     """Resolve ``spec`` into a plan.
 
@@ -548,6 +574,8 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
     nodes, assumptions = _resolve_nodes(spec, base_dir)
     fabric, switches, blocks = _resolve_fabric(spec, nodes)
     slurm = _resolve_slurm(spec, nodes, switches, blocks, fabric)
+    nccl = nccl_profiles(spec)
+    _job_scripts(spec, nodes, nccl, slurm)
     gpus = _resolve_gpus(nodes)
     workload = _resolve_workload(spec, nodes, gpus)
     checkpoint_bytes = CHECKPOINT_BYTES_PER_PARAM * spec.workload.model_params_b * 1e9 if spec.workload else None
@@ -601,13 +629,14 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
         slurm=slurm,
         storage=storage,
         lnet=lnet,
-        nccl=nccl_profiles(spec),
+        nccl=nccl,
         power=_resolve_power(nodes, fabric, assumptions),
         gpus=gpus,
         workload=workload,
         monitoring=monitoring,
         cloud=resolve_cloud(spec, nodes),
         baremetal=resolve_baremetal(spec, nodes),
+        burst_cloud=resolve_burst_cloud(spec, nodes),
     )
 
 

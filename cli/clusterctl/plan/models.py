@@ -190,6 +190,12 @@ class SlurmPlan(PlanModel):
     spares: str | None = Field(None, description="hostlist of hot spares (defined, in no partition)")
     burst: list[BurstGroupPlan] = Field(default_factory=list)
     suspend_exclude: str | None = Field(None, description="hostlist of nodes power saving never touches")
+    health_check_program: str | None = None
+    health_check_interval_s: int = 300
+    prolog: str | None = Field(None, description="Prolog= (a glob of scripts)")
+    epilog: str | None = Field(None, description="Epilog= (a glob of scripts)")
+    task_prolog: str | None = None
+    dcgm_epilog: bool = Field(False, description="dcgmi diag -r 1 after every job on real GPU nodes")
     slurmd_timeout_s: int = 300
     container_nodes: bool = False
     pyxis: bool = False
@@ -525,6 +531,7 @@ class Plan(PlanModel):
     findings: list[dict[str, Any]] = Field(default_factory=list)
     cloud: CloudPlan | None = Field(None, description="what the cloud stack creates (aws, gcp, azure)")
     baremetal: BaremetalPlan | None = Field(None, description="PXE and BMC facts (baremetal)")
+    burst_cloud: dict[str, CloudPlan] = Field(default_factory=dict, description="cloud burst group -> its burst stack")
 
     def node(self, hostname: str) -> PlanNode:
         """The node named ``hostname``."""

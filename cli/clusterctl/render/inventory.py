@@ -104,6 +104,8 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             "dcgm_exporter": bool(plan.monitoring.dcgm_exporter_targets),
         },
         "clusterctl_burst_groups": [b.group for b in plan.slurm.burst],
+        "clusterctl_slurm_health_check": plan.slurm.health_check_program is not None,
+        "clusterctl_slurm_dcgm_epilog": plan.slurm.dcgm_epilog,
         "clusterctl_storage": [
             {"name": t.name, "kind": t.kind, "mount": t.mount, "unit": t.unit_name, "requires_lnet": t.requires_lnet}
             for t in plan.storage

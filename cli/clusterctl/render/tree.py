@@ -14,6 +14,7 @@ from clusterctl import __version__
 from clusterctl.catalog.compat import SLURM_BLOCK_SIZES, at_least
 from clusterctl.paths import templates_dir
 from clusterctl.plan.models import Plan
+from clusterctl.render.burst import burst_files
 from clusterctl.render.cloud import provisioning_files
 from clusterctl.render.health import health_files
 from clusterctl.render.inventory import group_vars, inventory
@@ -154,6 +155,7 @@ def render_files(plan: Plan) -> list[RenderedFile]:
             )
     files.extend(RenderedFile(path, text, mode) for path, text, mode in provisioning_files(plan, env, ctx))
     files.extend(RenderedFile(path, text, mode) for path, text, mode in health_files(plan, env, ctx))
+    files.extend(RenderedFile(path, text, mode) for path, text, mode in burst_files(plan))
     return sorted(files, key=lambda f: f.path)
 
 

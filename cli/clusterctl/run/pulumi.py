@@ -91,6 +91,43 @@ def stack_name(plan: Plan) -> str:
     return f"{ORGANIZATION}/{project_name(plan.cluster.provider)}/{plan.cluster.name}"
 
 
+@dataclass(frozen=True)
+class StackTarget:
+    """Which program a :class:`PulumiStack` runs, under which project and stack name.
+
+    The default (:func:`cluster_target`) is the cluster's own stack. Why a target at all: a
+    cloud burst group is a second program (``stacks/burst``) with one stack per cluster and
+    group, kept in the same file backend under the same passphrase.
+
+    Attributes:
+        program: folder under ``stacks/`` (its ``clusterctl_<program>.py`` has ``deploy``).
+        project: the Pulumi project name.
+        stack: the fully-qualified stack name.
+        plugins: provider plugins to install (name -> version, from :data:`PLUGIN_VERSIONS`).
+        config: extra (non-secret) stack configuration, e.g. ``clusterctl:group``.
+        workspace: sub-folder of the workspace directory; stacks of different projects must not
+            share one, since the workspace holds the project's ``Pulumi.yaml``.
+    """
+
+    program: str
+    project: str
+    stack: str
+    plugins: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+    workspace: str = ""
+
+
+def cluster_target(plan: Plan) -> StackTarget:
+    """The cluster's own stack: ``stacks/<provider>``, ``organization/clusterctl-<provider>/<cluster>``."""
+    provider = plan.cluster.provider
+    return StackTarget(
+        program=provider,
+        project=project_name(provider),
+        stack=stack_name(plan),
+        plugins=dict(PLUGIN_VERSIONS.get(provider, {})),
+    )
+
+
 def backend_dir(state_dir: Path) -> Path:
     """Where the file backend keeps the stack's state."""
     return state_dir / "pulumi"
@@ -202,6 +239,7 @@ class PulumiStack:
         events: where progress goes (resource events, engine output lines).
         program: ``inline`` runs the program in this process; ``local`` runs ``stacks/<provider>`` as
             a Pulumi project with its own virtualenv.
+        target: the program and stack to drive (default: the cluster's stack).
     """
 
     def __init__(
@@ -214,6 +252,7 @@ class PulumiStack:
         host_keys: dict[str, KeyPair] | None = None,
         events: EventBus | None = None,
         program: Literal["inline", "local"] = "inline",
+        target: StackTarget | None = None,
     ) -> None:
         self.plan = plan
         self.build_dir = build_dir.resolve()
@@ -222,7 +261,8 @@ class PulumiStack:
         self.host_keys = host_keys or {}
         self.events = events
         self.program = program
-        self.provider = plan.cluster.provider
+        self.target = target or cluster_target(plan)
+        self.provider = self.target.program
         self._stack: auto.Stack | None = None
 
     # --- setup ---------------------------------------------------------------------------------
@@ -272,10 +312,10 @@ class PulumiStack:
         require_pulumi_cli()
         from pulumi import automation as auto
 
-        workspace = backend_dir(self.state_dir) / "workspace"
+        workspace = backend_dir(self.state_dir) / "workspace" / self.target.workspace
         workspace.mkdir(parents=True, exist_ok=True)
         env = self._env()
-        project = project_name(self.provider)
+        project = self.target.project
         settings = auto.ProjectSettings(
             name=project,
             runtime="python",
@@ -288,25 +328,26 @@ class PulumiStack:
         try:
             if self.program == "inline":
                 stack = auto.create_or_select_stack(
-                    stack_name(self.plan), project_name=project, program=self._inline_program(), opts=opts
+                    self.target.stack, project_name=project, program=self._inline_program(), opts=opts
                 )
             else:
-                stack = auto.create_or_select_stack(stack_name(self.plan), work_dir=str(workspace), opts=opts)
+                stack = auto.create_or_select_stack(self.target.stack, work_dir=str(workspace), opts=opts)
             if not configure:
                 return stack
-            for plugin, version in PLUGIN_VERSIONS[self.provider].items():
+            for plugin, version in self.target.plugins.items():
                 stack.workspace.install_plugin(plugin, f"v{version}")
             config = {
                 key: auto.ConfigValue(value) for key, value in _rendered_config(self.build_dir, self.plan).items()
             }
             config["clusterctl:plan"] = auto.ConfigValue(str(self.build_dir / "plan.json"))
             config["clusterctl:sshPublicKey"] = auto.ConfigValue(self.ssh_public_key)
+            config.update({key: auto.ConfigValue(value) for key, value in self.target.config.items()})
             if self.host_keys:
                 keys = {name: {"private": k.private, "public": k.public} for name, k in self.host_keys.items()}
                 config["clusterctl:hostKeys"] = auto.ConfigValue(json.dumps(keys, sort_keys=True), secret=True)
             stack.set_all_config(config)
         except auto.CommandError as exc:
-            raise PulumiError(f"pulumi could not prepare stack {stack_name(self.plan)}: {_last_lines(exc)}") from None
+            raise PulumiError(f"pulumi could not prepare stack {self.target.stack}: {_last_lines(exc)}") from None
         self._stack = stack
         return stack
 
@@ -351,7 +392,7 @@ class PulumiStack:
         try:
             result = self.stack().preview(on_output=self._on_output, on_event=self._on_event)
         except auto.CommandError as exc:
-            raise PulumiError(f"pulumi preview of {stack_name(self.plan)} failed: {_last_lines(exc)}") from None
+            raise PulumiError(f"pulumi preview of {self.target.stack} failed: {_last_lines(exc)}") from None
         changes = _counts(result.change_summary)
         return PreviewSummary(changes=changes, seconds=time.monotonic() - started)
 
@@ -364,7 +405,7 @@ class PulumiStack:
             result = self.stack().up(on_output=self._on_output, on_event=self._on_event)
         except auto.CommandError as exc:
             raise PulumiError(
-                f"pulumi up of {stack_name(self.plan)} failed: {_last_lines(exc)}\nWhat was created is recorded in "
+                f"pulumi up of {self.target.stack} failed: {_last_lines(exc)}\nWhat was created is recorded in "
                 f"{backend_dir(self.state_dir)}; run `clusterctl up` again after fixing this or `clusterctl down`."
             ) from None
         changes = _counts(result.summary.resource_changes)
@@ -378,9 +419,9 @@ class PulumiStack:
         stack = self.stack()
         try:
             result = stack.destroy(on_output=self._on_output, on_event=self._on_event)
-            stack.workspace.remove_stack(stack_name(self.plan))
+            stack.workspace.remove_stack(self.target.stack)
         except auto.CommandError as exc:
-            raise PulumiError(f"pulumi destroy of {stack_name(self.plan)} failed: {_last_lines(exc)}") from None
+            raise PulumiError(f"pulumi destroy of {self.target.stack} failed: {_last_lines(exc)}") from None
         changes = _counts(result.summary.resource_changes)
         return DestroySummary(changes=changes, seconds=time.monotonic() - started)
 

@@ -155,7 +155,7 @@ class Fabric(StrictModel):
     layout: Literal["rail-optimized", "rack-leaf"] = Field(
         "rail-optimized", description="How node ports are cabled to leaves."
     )
-    switch_ports: PositiveInt = Field(64, description="Switch radix (ports per switch).")
+    switch_ports: int = Field(64, ge=4, le=1024, strict=True, description="Switch radix (ports per switch).")
     oversubscription: PositiveInt = Field(1, description="N for N:1 downlink:uplink at the leaf.")
     nodes_per_rack: PositiveInt | None = Field(None, description="Nodes per rack (rack-leaf layout).")
     subnet_manager: Literal["switch", "opensm", "ufm"] = Field(
@@ -260,6 +260,12 @@ class SlurmSpec(StrictModel):
     topology: Literal["tree", "block", "none"] = Field("tree", description="Topology plugin.")
     package_repo: PackageRepo | None = Field(
         None, description="Where Slurm packages come from (default: the OS archive)."
+    )
+    health_check: StrictBool = Field(
+        True, description="Run clusterctl's node health check from slurmd (drains nodes that fail it)."
+    )
+    dcgm_epilog: StrictBool = Field(
+        False, description="Run `dcgmi diag -r 1` after every job on real GPU nodes; drain the node on failure."
     )
 
 
