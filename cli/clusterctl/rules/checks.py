@@ -183,6 +183,18 @@ def rails_match_gpus(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
+@rule("FAB005", "leaf-has-uplinks", Level.ERROR, phase=1)
+def leaf_has_uplinks(ctx: RuleContext) -> Iterator[Finding]:
+    """The oversubscription leaves every leaf at least one uplink and one downlink."""
+    fabric = ctx.spec.fabric
+    if fabric.switch_ports // (fabric.oversubscription + 1) < 1:
+        yield leaf_has_uplinks.finding(
+            ("fabric", "oversubscription"),
+            f"{fabric.oversubscription}:1 on {fabric.switch_ports}-port switches leaves a leaf no uplink.",
+            f"Use an oversubscription below {fabric.switch_ports}.",
+        )
+
+
 @rule("FAB004", "rack-layout-needs-racks", Level.ERROR, phase=1)
 def rack_layout_needs_racks(ctx: RuleContext) -> Iterator[Finding]:
     """rack-leaf layouts know how many nodes a rack holds."""

@@ -84,6 +84,7 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
         "nodes_per_rack",
         "fabric.layout",
     ),
+    ("FAB005", _set("fabric.oversubscription", 64), Level.ERROR, "leaves a leaf no uplink", "fabric.oversubscription"),
     ("GPU001", _set("versions.cuda", "11.7"), Level.ERROR, "does not support Hopper", "versions.cuda"),
     ("GPU002", _set("versions.nvidia_driver", "560.35.03"), Level.ERROR, "older than 570.26", "versions.nvidia_driver"),
     ("GPU003", _set("versions.nccl", "2.21.5"), Level.ERROR, "no build for CUDA 12.8", "versions.nccl"),
@@ -95,7 +96,7 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
         "versions.fabric_manager",
     ),
     ("SLU002", _set("versions.slurm", "24.05"), Level.ERROR, "ships Slurm 23.11", "versions.slurm"),
-    ("SLU003", _set("os", "debian-12"), Level.ERROR, "", ""),  # placeholder replaced below
+    ("SLU003", lambda d: _block_on_old_slurm(d), Level.ERROR, "topology/block needs Slurm >= 23.11", "slurm.topology"),
     ("FAB002", _gpu(count=8300, spares=500), Level.ERROR, "more than three tiers", "fabric.switch_ports"),
     ("FAB003", _set("fabric.oversubscription", 3), Level.WARNING, "33% of line rate", "fabric.oversubscription"),
     (
@@ -125,9 +126,6 @@ def _block_on_old_slurm(data: dict[str, Any]) -> None:
     data["os"] = "debian-12"
     data["versions"]["slurm"] = "22.05"
     data["slurm"]["topology"] = "block"
-
-
-CASES[14] = ("SLU003", _block_on_old_slurm, Level.ERROR, "topology/block needs Slurm >= 23.11", "slurm.topology")
 
 
 def _clean_storage(data: dict[str, Any]) -> None:
