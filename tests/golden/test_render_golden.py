@@ -88,3 +88,19 @@ def test_perf_settings_carry_a_why_comment(tmp_path: Path, monkeypatch: pytest.M
     for i, line in enumerate(nccl):
         if line.startswith("NCCL_"):
             assert nccl[i - 1].startswith("# "), f"no why-comment above {line}"
+
+
+def test_checked_in_example_inventory_is_what_render_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_golden: bool
+) -> None:
+    """inventory/local/ is the example inventory users read; it must not drift from the generator."""
+    monkeypatch.chdir(REPO_ROOT)
+    out, _ = render(load_and_validate(CASES["local"]), tmp_path / "local")
+    rendered, checked_in = out / "ansible" / "inventory", REPO_ROOT / "inventory" / "local"
+    if update_golden:
+        shutil.rmtree(checked_in, ignore_errors=True)
+        shutil.copytree(rendered, checked_in)
+    got, want = _tree(rendered), _tree(checked_in)
+    assert sorted(got) == sorted(want), "inventory/local/ lists other files than render writes"
+    for path in want:
+        assert got[path].decode() == want[path].decode(), f"inventory/local/{path} is stale: make golden"
