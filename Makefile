@@ -45,7 +45,7 @@ lint: venv collections
 	$(BIN)/ruff check cli tests stacks benchmarks
 	$(BIN)/ruff format --check cli tests stacks benchmarks
 	$(BIN)/mypy
-	$(BIN)/yamllint -s roles examples .config
+	$(BIN)/yamllint -s roles examples .config inventory
 	cd roles && ../$(BIN)/ansible-lint --profile production --offline
 
 fmt: venv
