@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Run the Molecule scenarios of every role (roles/*/molecule/*), the slurm `cluster` scenario last,
-# then the secrets test against that scenario's artifacts. Prints each scenario's result and
-# duration; exits 1 when anything failed (after running the rest, unless --fail-fast).
+# Run the Molecule scenarios of every role (roles/*/molecule/*), MOLECULE_JOBS at a time (default 2,
+# longest first), and after the slurm `cluster` scenario the secrets test against its artifacts.
+# Prints each scenario's result and duration as it ends; exits 1 when anything failed (after running
+# the rest, unless --fail-fast).
 #
 #   scripts/molecule-all.sh                      # everything
 #   scripts/molecule-all.sh common slurm/cluster # some roles or role/scenario pairs
 #   scripts/molecule-all.sh --fail-fast
+#   MOLECULE_JOBS=1 scripts/molecule-all.sh      # one at a time
+#
+# Scenarios can run side by side: their containers, networks and slurmd cgroup trees (named after
+# the node's hostname) are distinct. Two at a time on 2 cores overlaps one scenario's apt downloads
+# and waits with the other's Ansible work.
 #
 # Logs: test-artifacts/molecule-logs/<role>-<scenario>.log. Needs Docker, the local image
 # (scripts/docker-bootstrap.sh) and the collections (scripts/ansible-collections.sh).
@@ -36,7 +42,7 @@ docker info >/dev/null 2>&1 || die "Docker is not running (scripts/docker-bootst
 docker image inspect local/debian:bookworm >/dev/null 2>&1 || die "image local/debian:bookworm missing: run scripts/docker-bootstrap.sh"
 [ -d "$ANSIBLE_COLLECTIONS_PATH/ansible_collections/community/docker" ] || die "collections missing: run scripts/ansible-collections.sh"
 
-# role/scenario pairs, the cluster scenario last (it is the longest and needs the others' roles).
+# role/scenario pairs, longest first so the pool ends together.
 scenarios=()
 for file in roles/*/molecule/*/molecule.yml; do
   role="$(echo "$file" | cut -d/ -f2)"
@@ -52,22 +58,25 @@ for file in roles/*/molecule/*/molecule.yml; do
   scenarios+=("$pair")
 done
 [ "${#scenarios[@]}" -gt 0 ] || die "no scenario matches: ${selected[*]}"
+longest=(nvidia_driver/gpu-node slurm/cluster rdma/default container_runtime/default slurm/default)
 ordered=()
-for pair in "${scenarios[@]}"; do [ "$pair" != slurm/cluster ] && ordered+=("$pair"); done
-for pair in "${scenarios[@]}"; do [ "$pair" = slurm/cluster ] && ordered+=("$pair"); done
+for pair in "${longest[@]}"; do
+  for have in "${scenarios[@]}"; do [ "$have" = "$pair" ] && ordered+=("$pair"); done
+done
+for pair in "${scenarios[@]}"; do
+  [[ " ${longest[*]} " == *" $pair "* ]] || ordered+=("$pair")
+done
 
+jobs_max="${MOLECULE_JOBS:-2}"
 mkdir -p "$LOGS"
-results=()
-failed=()
-total_start=$SECONDS
-for pair in "${ordered[@]}"; do
-  role="${pair%%/*}"
-  scenario="${pair#*/}"
-  log="$LOGS/$role-$scenario.log"
+RESULTS="$(mktemp -d)"
+trap 'rm -rf "$RESULTS"' EXIT
+
+run_one() {
+  local pair="$1" role="${1%%/*}" scenario="${1#*/}"
+  local log="$LOGS/$role-$scenario.log" start=$SECONDS rc
   # The cluster scenario starts from fresh secrets and logs: the secrets test reads them.
   [ "$pair" = slurm/cluster ] && rm -rf "$CLUSTER_ARTIFACTS"
-  printf '==> %-28s ' "$pair"
-  start=$SECONDS
   (cd "roles/$role" && molecule test --scenario-name "$scenario") >"$log" 2>&1
   rc=$?
   if [ "$pair" = slurm/cluster ] && [ -d "$CLUSTER_ARTIFACTS" ]; then
@@ -77,29 +86,41 @@ for pair in "${ordered[@]}"; do
         tests/integration/test_secrets_not_leaked.py >>"$log" 2>&1 || rc=3
     fi
   fi
-  took=$((SECONDS - start))
-  duration="$(printf '%d:%02d' $((took / 60)) $((took % 60)))"
-  if [ "$rc" -eq 0 ]; then
-    status=passed
-  else
-    status="FAILED (rc=$rc)"
-    failed+=("$pair")
-  fi
-  printf '%-14s %s\n' "$status" "$duration"
-  results+=("$(printf '%-28s %-14s %s' "$pair" "$status" "$duration")")
+  local took=$((SECONDS - start)) status
+  [ "$rc" -eq 0 ] && status=passed || status="FAILED (rc=$rc)"
+  printf '%-28s %-14s %d:%02d\n' "$pair" "$status" $((took / 60)) $((took % 60)) >"$RESULTS/${role}-${scenario}"
+  printf '==> %s\n' "$(cat "$RESULTS/${role}-${scenario}")"
   if [ "$rc" -ne 0 ]; then
     printf '    last lines of %s:\n' "$log"
     grep -E 'fatal:|FAILED!|ERROR|failed=[1-9]|passed|failed' "$log" | tail -n 15 | sed 's/^/    | /'
-    $fail_fast && break
   fi
+  return "$rc"
+}
+
+total_start=$SECONDS
+stop=false
+for pair in "${ordered[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+    wait -n || { $fail_fast && stop=true; }
+  done
+  $stop && break
+  run_one "$pair" &
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || true; done
 
 took=$((SECONDS - total_start))
 printf '\n%-28s %-14s %s\n' scenario result duration
-printf '%s\n' "${results[@]}"
+failed=()
+for pair in "${ordered[@]}"; do
+  file="$RESULTS/${pair%%/*}-${pair#*/}"
+  [ -f "$file" ] || continue
+  cat "$file"
+  grep -q FAILED "$file" && failed+=("$pair")
+done
 printf '%-28s %-14s %d:%02d\n' total "" $((took / 60)) $((took % 60))
-if [ "${#failed[@]}" -gt 0 ]; then
-  printf '\nmolecule-all: FAILED: %s (logs in %s)\n' "${failed[*]}" "$LOGS" >&2
+ran="$(ls "$RESULTS" | wc -l)"
+if [ "${#failed[@]}" -gt 0 ] || [ "$ran" -ne "${#ordered[@]}" ]; then
+  printf '\nmolecule-all: FAILED: %s (%d of %d ran; logs in %s)\n' "${failed[*]}" "$ran" "${#ordered[@]}" "$LOGS" >&2
   exit 1
 fi
 printf '\nmolecule-all: all %d scenario(s) passed\n' "${#ordered[@]}"

@@ -59,3 +59,20 @@ def test_slurmctld_agrees_with_spec(docker_ready: None, tmp_path: Path, spec_nam
         nodes = {r["NodeName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "node"))}
         assert spares <= set(nodes), "spares are defined as nodes"
         assert nodes["gpu001"]["Gres"] == f"gpu:h100:{plan.node('gpu001').gpus}"
+
+
+def test_slurmctld_loads_the_burst_render(docker_ready: None, tmp_path: Path) -> None:
+    """Power saving on Debian's 22.05: cloud nodes, per-partition SuspendTime, the programs."""
+    validated = load_and_validate(EXAMPLES / "local-burst.yaml")
+    plan = validated.plan
+    build, _ = render(validated, tmp_path / "build")
+    with running_slurmctld(build / "slurm", plan.slurm.controllers[0]) as ctld:
+        nodes = {r["NodeName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "node"))}
+        burst = {n.hostname for n in plan.nodes if n.burst}
+        assert burst and burst <= set(nodes)
+        for host in burst:
+            assert "CLOUD" in nodes[host]["State"] and "POWERED_DOWN" in nodes[host]["State"], nodes[host]
+        config = ctld.scontrol("show", "config")
+        assert "/usr/local/sbin/clusterctl-burst-resume" in config
+        partitions = {r["PartitionName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "partition"))}
+        assert partitions["burst"]["SuspendTime"] == "120"

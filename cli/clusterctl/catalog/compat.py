@@ -67,6 +67,7 @@ SLURM_BLOCK_TOPOLOGY = "23.11"  # topology/block plugin added
 SLURM_BLOCK_SIZES = "24.05"  # BlockSizes replaces BlockLevels
 SLURM_CONS_TRES_DEFAULT = "23.11"
 SLURM_TREEWIDTH_16 = "23.11"  # TreeWidth default went from 50 to 16
+SLURM_SUSPEND_EXC_STATES = "23.02"  # SuspendExcStates added (older slurmctld refuses the line)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from ipaddress import IPv4Address
 from pathlib import Path
 
-from clusterctl.catalog.compat import OS_CODENAME, at_least
+from clusterctl.catalog.compat import OS_CODENAME, SLURM_SUSPEND_EXC_STATES, at_least
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
 from clusterctl.hostlist import compress
 from clusterctl.plan.burst import resolve_burst_cloud
@@ -377,6 +377,7 @@ def _resolve_slurm(
         spares=compress(spares) if spares else None,
         burst=burst_plans,
         suspend_exclude=compress(n.hostname for n in nodes if not n.burst) if burst_plans else None,
+        suspend_exclude_states=at_least(spec.versions.slurm, SLURM_SUSPEND_EXC_STATES),
         # Containers die and come back in seconds; a short timeout shows a dead node quickly.
         slurmd_timeout_s=30 if container else 300,
         container_nodes=container,

@@ -190,6 +190,7 @@ class SlurmPlan(PlanModel):
     spares: str | None = Field(None, description="hostlist of hot spares (defined, in no partition)")
     burst: list[BurstGroupPlan] = Field(default_factory=list)
     suspend_exclude: str | None = Field(None, description="hostlist of nodes power saving never touches")
+    suspend_exclude_states: bool = Field(False, description="SuspendExcStates is known to this Slurm (23.02+)")
     health_check_program: str | None = None
     health_check_interval_s: int = 300
     prolog: str | None = Field(None, description="Prolog= (a glob of scripts)")
