@@ -84,7 +84,10 @@ def up(
     t2 = time.monotonic()
     events.phase("configure")
     extravars = secrets_extravars(state) | burst_extravars(plan, build_dir, state.path)
-    result.configure = run_playbook(build_dir, state.path, events, extravars=extravars)
+    # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
+    # (with the configuration current at that moment), so `up` leaves the burst group alone.
+    limit = ["all", "!burst"] if any(n.burst for n in plan.nodes) else None
+    result.configure = run_playbook(build_dir, state.path, events, extravars=extravars, limit=limit)
     cfg = result.configure
     state.update(
         status="configured" if cfg.succeeded else "configure-failed",
