@@ -69,9 +69,11 @@ def test_slurmctld_loads_the_burst_render(docker_ready: None, tmp_path: Path) ->
     with running_slurmctld(build / "slurm", plan.slurm.controllers[0]) as ctld:
         nodes = {r["NodeName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "node"))}
         burst = {n.hostname for n in plan.nodes if n.burst}
-        assert burst and burst <= set(nodes)
+        assert burst
+        assert burst <= set(nodes)
         for host in burst:
-            assert "CLOUD" in nodes[host]["State"] and "POWERED_DOWN" in nodes[host]["State"], nodes[host]
+            assert "CLOUD" in nodes[host]["State"], nodes[host]
+            assert "POWERED_DOWN" in nodes[host]["State"], nodes[host]
         config = ctld.scontrol("show", "config")
         assert "/usr/local/sbin/clusterctl-burst-resume" in config
         partitions = {r["PartitionName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "partition"))}

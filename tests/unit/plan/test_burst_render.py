@@ -82,7 +82,7 @@ def test_burst_nodes_are_cloud_nodes_and_static_ones_are_not(burst_render: Path)
     assert re.search(r"^SuspendExcNodes=ctl001,login001,gpu\[001-002\]$", conf, re.MULTILINE)
     assert re.search(r"^PartitionName=burst .*SuspendTime=120 ", conf, re.MULTILINE)
     assert re.search(r"^ResumeTimeout=600$", conf, re.MULTILINE)
-    assert "cloud_reg_addrs" in conf and "idle_on_node_suspend" in conf
+    assert re.search(r"^SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs$", conf, re.MULTILINE)
     assert re.search(r"^TreeWidth=65533$", conf, re.MULTILINE)
 
 

@@ -172,6 +172,16 @@ def _wait_booted(name: str) -> None:
         time.sleep(1)
 
 
+# A container reports the host's boot time, older than slurmctld's power-up request, and slurmctld keeps
+# a POWERING_UP node waiting for a boot that never comes. `slurmd -b` reports slurmd's start as the boot.
+# Debian's slurmd.service reads SLURMD_OPTIONS from here; the package keeps an existing file.
+SLURMD_FRESH_BOOT = '# clusterctl (local burst node): report slurmd start as boot time\nSLURMD_OPTIONS="-b"\n'
+
+
+def _report_fresh_boot(name: str) -> None:
+    docker("exec", name, "sh", "-c", f"printf '%s' '{SLURMD_FRESH_BOOT}' > /etc/default/slurmd")
+
+
 class LocalProvider:
     """Nodes as containers; see the module docstring."""
 
@@ -195,6 +205,8 @@ class LocalProvider:
             try:
                 what = _start_node(plan, node, network, image)
                 _wait_booted(container_name(plan, node))
+                if node.burst:
+                    _report_fresh_boot(container_name(plan, node))
             except DockerError as exc:
                 events.host(PHASE, node.hostname, "failed", str(exc))
                 raise
