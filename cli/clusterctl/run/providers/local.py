@@ -225,7 +225,10 @@ class LocalProvider:
         """Remove the containers of ``nodes`` and the cgroup trees their slurmd left on the host."""
         for node in nodes:
             name = container_name(plan, node)
-            if inspect("container", name) is not None:
+            info = inspect("container", name)
+            if info is not None:
+                if info["Config"].get("Labels", {}).get(LABEL) != plan.cluster.name:
+                    raise ProviderError(f"container {name} exists but does not belong to cluster {plan.cluster.name}")
                 docker("rm", "-f", "-v", name)
                 events.host("destroy", node.hostname, "changed", "container removed")
             remove_slurm_cgroups(node.hostname)
