@@ -75,6 +75,19 @@ def mark_down(hostname: str, why: str) -> None:
     scontrol("update", f"nodename={hostname}", "state=down", f"reason={reason}")
 
 
+def abandon_power_up(hostname: str, why: str) -> None:
+    """A resume that failed: DOWN with the reason, and no longer powering up.
+
+    Why the power-down: slurmctld keeps a node POWERING_UP until ResumeTimeout even when it is set
+    DOWN, so a later `scontrol update state=resume` would leave jobs waiting out the timeout. Forced
+    down, the node ends DOWN and powered down (down~); resumed by an operator, the next job that
+    needs it calls the ResumeProgram again. (Only here: a failed suspend doing this would loop.)
+    """
+    mark_down(hostname, why)
+    reason = f"{REASON_PREFIX} {' '.join(why.split())}"[:MAX_REASON]
+    scontrol("update", f"nodename={hostname}", "state=power_down_force", f"reason={reason}")
+
+
 @contextlib.contextmanager
 def node_locks(state_dir: Path, nodes: list[PlanNode]) -> Iterator[None]:
     """One lock per node, so a resume and a suspend of the same node never overlap."""
@@ -154,7 +167,7 @@ def resume(
             outcome.failed.update(failed_hosts)
         for node in nodes:
             if node.hostname in outcome.failed:
-                mark_down(node.hostname, outcome.failed[node.hostname])
+                abandon_power_up(node.hostname, outcome.failed[node.hostname])
             else:
                 outcome.done.append(node.hostname)
         events.info(

@@ -329,4 +329,8 @@ def test_burst_resume_marks_nodes_down_with_the_reason(fake, monkeypatch: pytest
     downs = [c for c in calls if "state=down" in c]
     assert len(downs) == 2
     assert any(part.startswith("reason=clusterctl-burst: provisioning failed: no capacity") for part in downs[0])
+    # ...and no longer powering up, so an operator's `state=resume` lets the next job resume it again.
+    forced = [c for c in calls if "state=power_down_force" in c]
+    assert sorted(c[1] for c in forced) == ["nodename=gpu-b001", "nodename=gpu-b002"]
+    assert all(calls.index(f) > calls.index(d) for f, d in zip(forced, downs, strict=True))
     assert active(dirs) == []
