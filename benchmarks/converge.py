@@ -1,0 +1,226 @@
+"""Time the cluster scenario's converge against its floor.
+
+With the four containers of the Molecule ``cluster`` scenario already running (image build and
+container creation are not timed), this measures:
+
+* first converge: ``ansible-playbook roles/site.yml`` on fresh containers, with the rendered
+  inventory and the rendered ansible-runner environment (build/ansible/env/envvars), as
+  ``clusterctl up`` runs it;
+* no-change re-run: the same command again (it must report changed=0);
+* the floor: four fresh containers from the same image, in parallel, each doing ``apt-get update``
+  plus ``apt-get install --no-install-recommends`` of exactly the packages the roles installed on
+  the matching node (its ``apt-mark showmanual`` minus the image's) plus copying the rendered files.
+
+Targets: first converge <= 1.5 x floor; re-run <= 25 % of the first converge. Run from the
+repository root, with nothing else using the scenario's container names:
+
+    python benchmarks/converge.py [--keep] [--enforce]
+
+Figures go to stdout and test-artifacts/benchmark/converge.json; the run's secrets, logs and a
+copy of the build directory are left in test-artifacts/benchmark/ (the layout the secrets test
+reads: CLUSTERCTL_CLUSTER_ARTIFACTS=test-artifacts/benchmark pytest tests/integration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO_DIR = REPO / "roles" / "slurm"
+BUILD = REPO / "test-artifacts" / "molecule-cluster" / "build"
+OUT = REPO / "test-artifacts" / "benchmark"
+IMAGE = "local/debian:bookworm"
+# The same flags as the scenario's platforms (.config/molecule/config.yml).
+DOCKER_FLAGS = [
+    "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_NICE",
+    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host",
+    "-e", "container=docker", "--stop-signal", "SIGRTMIN+3",
+]  # fmt: skip
+FIRST_LIMIT = 1.5
+RERUN_LIMIT = 0.25
+
+
+def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd``; raise with its output when it fails."""
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        raise SystemExit(
+            f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        )
+    return result
+
+
+def molecule(action: str) -> None:
+    """``molecule ACTION -s cluster`` in roles/slurm."""
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".ansible-collections"), "NO_COLOR": "1"}
+    run(["molecule", action, "--scenario-name", "cluster"], cwd=SCENARIO_DIR, env=env)
+
+
+def inventory_hosts() -> dict[str, str]:
+    """Rendered inventory host -> container name."""
+    data = yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())
+    return {host: hv["ansible_host"] for host, hv in data["all"]["hosts"].items()}
+
+
+def runner_env() -> dict[str, str]:
+    """The environment `clusterctl up` gives ansible-runner (envvars), plus paths and secrets' home."""
+    envvars = yaml.safe_load((BUILD / "ansible" / "env" / "envvars").read_text()) or {}
+    env = {**os.environ, **{k: str(v) for k, v in envvars.items()}}
+    env.update(
+        ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".ansible-collections"),
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(OUT / "facts"),
+        ANSIBLE_LOG_PATH=str(OUT / "ansible.log"),
+        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+        ANSIBLE_NOCOLOR="1",
+    )
+    return env
+
+
+def converge(label: str) -> tuple[float, int]:
+    """Seconds and changed-task count of one ``ansible-playbook roles/site.yml`` run."""
+    extra = {
+        "munge_key_file": str(OUT / "secrets" / "munge.key"),
+        "slurm_dbd_password_file": str(OUT / "secrets" / "slurmdbd.password"),
+        # Same small MariaDB buffer pool as the Molecule scenario (shared test host).
+        "slurm_mariadb_config": {
+            "innodb_buffer_pool_size": "128M",
+            "innodb_log_file_size": "64M",
+            "innodb_lock_wait_timeout": 900,
+        },
+    }
+    cmd = [
+        "ansible-playbook",
+        "-i",
+        str(BUILD / "ansible" / "inventory"),
+        "-e",
+        json.dumps(extra),
+        str(REPO / "roles" / "site.yml"),
+    ]
+    started = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=runner_env(), check=False)
+    seconds = time.monotonic() - started
+    (OUT / f"{label}.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise SystemExit(f"{label} failed; see {OUT / f'{label}.log'}")
+    changed = sum(int(n) for n in re.findall(r"changed=(\d+)", result.stdout.split("PLAY RECAP")[-1]))
+    return seconds, changed
+
+
+def manual_packages(container: str) -> set[str]:
+    return set(run(["docker", "exec", container, "apt-mark", "showmanual"]).stdout.split())
+
+
+def start_container(name: str) -> None:
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    run(["docker", "run", "-d", "--name", name, "--hostname", name[-30:], *DOCKER_FLAGS, IMAGE, "/lib/systemd/systemd"])
+
+
+def wait_booted(name: str) -> None:
+    subprocess.run(
+        ["docker", "exec", name, "systemctl", "is-system-running", "--wait"], capture_output=True, check=False
+    )
+
+
+def floor_one(container: str, packages: list[str]) -> float:
+    """apt-get update + install of ``packages`` + copying the rendered files, in ``container``."""
+    started = time.monotonic()
+    script = (
+        "set -e; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+        + " ".join(packages)
+        + " >/dev/null"
+    )
+    run(["docker", "exec", container, "sh", "-c", script])
+    run(["docker", "cp", f"{BUILD}/.", f"{container}:/tmp/render"])
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="leave the cluster containers running")
+    parser.add_argument("--enforce", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    (OUT / "secrets").mkdir(parents=True)
+    (OUT / "secrets").chmod(0o700)
+    print("creating the cluster scenario's containers (not timed) ...", flush=True)
+    molecule("destroy")
+    molecule("create")  # dependency (render), create, prepare (systemd booted)
+    hosts = inventory_hosts()
+    shutil.copytree(BUILD, OUT / "build")
+
+    floor_names = {host: f"clusterctl-benchfloor-{host}" for host in hosts}
+    base = "clusterctl-benchfloor-image"
+    try:
+        print("first converge ...", flush=True)
+        first, first_changed = converge("first-converge")
+        print(f"  {first:.1f} s, changed={first_changed}", flush=True)
+        print("no-change re-run ...", flush=True)
+        rerun, rerun_changed = converge("rerun")
+        print(f"  {rerun:.1f} s, changed={rerun_changed}", flush=True)
+
+        # Exactly what the roles installed: each node's manual packages minus the image's own.
+        start_container(base)
+        wait_booted(base)
+        image_manual = manual_packages(base)
+        packages = {host: sorted(manual_packages(container) - image_manual) for host, container in hosts.items()}
+
+        print("floor: fresh containers (boot not timed) ...", flush=True)
+        for name in floor_names.values():
+            start_container(name)
+        for name in floor_names.values():
+            wait_booted(name)
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            per_host = dict(zip(hosts, pool.map(lambda h: floor_one(floor_names[h], packages[h]), hosts), strict=True))
+        floor = time.monotonic() - started
+        print(f"  {floor:.1f} s ({', '.join(f'{h} {s:.0f} s' for h, s in per_host.items())})", flush=True)
+    finally:
+        for name in [*floor_names.values(), base]:
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        if not args.keep:
+            molecule("cleanup")
+            molecule("destroy")
+
+    report = {
+        "nodes": len(hosts),
+        "first_converge_s": round(first, 1),
+        "rerun_s": round(rerun, 1),
+        "rerun_changed": rerun_changed,
+        "floor_s": round(floor, 1),
+        "first_over_floor": round(first / floor, 2),
+        "rerun_over_first": round(rerun / first, 3),
+        "packages": packages,
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+    }
+    (OUT / "converge.json").write_text(json.dumps(report, indent=2) + "\n")
+    ok_first = first <= FIRST_LIMIT * floor
+    ok_rerun = rerun <= RERUN_LIMIT * first and rerun_changed == 0
+    print()
+    rows = [
+        ("first converge", first, f"{first / floor:5.2f} x floor ", f"<= {FIRST_LIMIT} x floor", ok_first),
+        ("no-change re-run", rerun, f"{rerun / first:6.1%} of first", f"<= {RERUN_LIMIT:.0%} of first", ok_rerun),
+    ]
+    for label, seconds, ratio, target, ok in rows:
+        print(f"{label:<18}{seconds:8.1f} s  {ratio}  target {target}  {'ok' if ok else 'MISSED'}")
+    print(f"{'floor':<18}{floor:8.1f} s   ({len(hosts)} containers in parallel)")
+    print(f"load average {report['load_average'][0]:.1f} on {report['cpus']} CPUs; details in {OUT / 'converge.json'}")
+    return 1 if args.enforce and not (ok_first and ok_rerun) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
