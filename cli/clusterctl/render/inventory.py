@@ -51,6 +51,8 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
     else:
         host["ansible_host"] = node.address
         host["ansible_user"] = plan.cluster.provider_config.get("ssh_user", "root")
+        if host["ansible_user"] != "root":
+            host["ansible_become"] = True
     return host
 
 

@@ -142,6 +142,8 @@ def write_ssh_inventory(
             "ansible_host": host.address,
             "ansible_port": host.port,
             "ansible_user": host.user,
+            # Cloud images log in as an unprivileged user with passwordless sudo; the roles need root.
+            "ansible_become": host.user != "root",
             "ansible_ssh_private_key_file": str(private_key.resolve()),
             "ansible_ssh_common_args": args,
             # The roles template /etc/hosts and service addresses from this.
