@@ -43,6 +43,27 @@ def _tags(cloud: CloudPlan, name: str | None = None) -> dict[str, str]:
     return tags
 
 
+def provider_options(name: str, cloud: CloudPlan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Options for a component's children: an AWS provider in the plan's region tagging everything."""
+    provider = aws.Provider(
+        f"{name}-provider",
+        region=cloud.region,
+        default_tags=aws.ProviderDefaultTagsArgs(tags=dict(cloud.labels)),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return pulumi.ResourceOptions(parent=parent, providers={"aws": provider})
+
+
+def placement_group(
+    name: str, cloud: CloudPlan, opts: pulumi.ResourceOptions, tag_name: str | None = None
+) -> pulumi.Input[str] | None:
+    """The plan's placement group, or a new `cluster` one when the plan asks for it and names none."""
+    if cloud.placement_strategy != "cluster" or cloud.placement_group:
+        return cloud.placement_group
+    tags = _tags(cloud, tag_name or f"{cloud.cluster}-gpu")
+    return aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=opts).name
+
+
 def efa_network_interfaces(
     group: CloudInstanceGroupPlan, address: str, subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str]
 ) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
@@ -426,20 +447,9 @@ class AwsCluster(pulumi.ComponentResource):
         cloud = args.plan.cloud
         if cloud is None or cloud.provider != "aws":
             raise ValueError("the plan is not an AWS plan (plan.cloud.provider != aws)")
-        provider = aws.Provider(
-            f"{name}-provider",
-            region=cloud.region,
-            default_tags=aws.ProviderDefaultTagsArgs(tags=dict(cloud.labels)),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        child = pulumi.ResourceOptions(parent=self, providers={"aws": provider})
+        child = provider_options(name, cloud, self)
         network = AwsNetwork(f"{name}-net", AwsNetworkArgs(cloud=cloud), opts=child)
-        placement: pulumi.Input[str] | None = cloud.placement_group
-        if cloud.placement_strategy == "cluster" and not cloud.placement_group:
-            group = aws.ec2.PlacementGroup(
-                f"{name}-pg", strategy="cluster", tags=_tags(cloud, f"{cloud.cluster}-gpu"), opts=child
-            )
-            placement = group.name
+        placement = placement_group(name, cloud, child)
         ips: dict[str, pulumi.Output[str]] = {}
         for group_plan in cloud.groups:
             nodes = AwsNodeGroup(

@@ -138,13 +138,7 @@ class AwsBurstGroup(pulumi.ComponentResource):
 
         mod = cloud_module("aws")
         cloud = burst_cloud(args.plan, args.group)
-        provider = aws.Provider(
-            f"{name}-provider",
-            region=cloud.region,
-            default_tags=aws.ProviderDefaultTagsArgs(tags=dict(cloud.labels)),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        child = pulumi.ResourceOptions(parent=self, providers={"aws": provider})
+        child = mod.provider_options(name, cloud, self)
         network = mod.AwsNetwork(f"{name}-net", mod.AwsNetworkArgs(cloud=cloud), opts=child)
         # The cluster stack's group admits only itself; burst nodes are also talked to by the
         # controller and login nodes elsewhere on the management network (slurmctld -> slurmd,
@@ -158,11 +152,7 @@ class AwsBurstGroup(pulumi.ComponentResource):
             tags=dict(cloud.labels),
             opts=child,
         )
-        placement: pulumi.Input[str] | None = cloud.placement_group
-        if cloud.placement_strategy == "cluster" and not cloud.placement_group:
-            placement = aws.ec2.PlacementGroup(
-                f"{name}-pg", strategy="cluster", tags={**cloud.labels, "Name": cloud.cluster}, opts=child
-            ).name
+        placement = mod.placement_group(name, cloud, child, tag_name=cloud.cluster)
         nodes = mod.AwsNodeGroup(
             f"{name}-nodes",
             mod.AwsNodeGroupArgs(
@@ -188,29 +178,11 @@ class GcpBurstGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:burst:GcpGroup", name, None, opts)
-        import pulumi_gcp as gcp
-
         mod = cloud_module("gcp")
         cloud = burst_cloud(args.plan, args.group)
-        provider = gcp.Provider(
-            f"{name}-provider",
-            project=cloud.project,
-            region=cloud.region,
-            zone=cloud.zone,
-            default_labels=dict(cloud.labels),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        child = pulumi.ResourceOptions(parent=self, providers={"gcp": provider})
+        child = mod.provider_options(name, cloud, self)
         network = mod.GcpNetwork(f"{name}-net", mod.GcpNetworkArgs(cloud=cloud), opts=child)
-        policy: pulumi.Output[str] | None = None
-        if cloud.placement_strategy == "compact":
-            policy = gcp.compute.ResourcePolicy(
-                f"{name}-compact",
-                name=f"{cloud.cluster}-compact",
-                region=cloud.region,
-                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
-                opts=child,
-            ).self_link
+        policy = mod.compact_policy(name, cloud, child)
         nodes = mod.GcpNodeGroup(
             f"{name}-nodes",
             mod.GcpNodeGroupArgs(

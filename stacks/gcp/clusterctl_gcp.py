@@ -36,6 +36,32 @@ GPU_MTU = 8244
 PSA_PREFIX_LENGTH = 20  # private service access range for Managed Lustre
 
 
+def provider_options(name: str, cloud: CloudPlan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Options for a component's children: a Google provider in the plan's project and zone, labelling everything."""
+    provider = gcp.Provider(
+        f"{name}-provider",
+        project=cloud.project,
+        region=cloud.region,
+        zone=cloud.zone,
+        default_labels=dict(cloud.labels),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return pulumi.ResourceOptions(parent=parent, providers={"gcp": provider})
+
+
+def compact_policy(name: str, cloud: CloudPlan, opts: pulumi.ResourceOptions) -> pulumi.Output[str] | None:
+    """A COLLOCATED placement policy's self link when the plan asks for compact placement."""
+    if cloud.placement_strategy != "compact":
+        return None
+    return gcp.compute.ResourcePolicy(
+        f"{name}-compact",
+        name=f"{cloud.cluster}-compact",
+        region=cloud.region,
+        group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
+        opts=opts,
+    ).self_link
+
+
 @dataclass
 class GcpNetworkArgs:
     """Inputs of :class:`GcpNetwork`."""
@@ -276,26 +302,9 @@ class GcpCluster(pulumi.ComponentResource):
         cloud = args.plan.cloud
         if cloud is None or cloud.provider != "gcp":
             raise ValueError("the plan is not a GCP plan (plan.cloud.provider != gcp)")
-        provider = gcp.Provider(
-            f"{name}-provider",
-            project=cloud.project,
-            region=cloud.region,
-            zone=cloud.zone,
-            default_labels=dict(cloud.labels),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        child = pulumi.ResourceOptions(parent=self, providers={"gcp": provider})
+        child = provider_options(name, cloud, self)
         network = GcpNetwork(f"{name}-net", GcpNetworkArgs(cloud=cloud), opts=child)
-        policy: pulumi.Output[str] | None = None
-        if cloud.placement_strategy == "compact":
-            placement = gcp.compute.ResourcePolicy(
-                f"{name}-compact",
-                name=f"{cloud.cluster}-compact",
-                region=cloud.region,
-                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
-                opts=child,
-            )
-            policy = placement.self_link
+        policy = compact_policy(name, cloud, child)
         ips: dict[str, pulumi.Output[str]] = {}
         for group_plan in cloud.groups:
             nodes = GcpNodeGroup(
