@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,12 @@ def _message(result: dict[str, Any]) -> str:
     return "failed"
 
 
+def _path_with_interpreter_bin() -> str:
+    """PATH with this interpreter's bin/ first: ansible-runner runs `ansible-playbook` by name, and a
+    venv's bin/ need not be on PATH (`.venv/bin/clusterctl up` without activating it)."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+
+
 def run_playbook(
     build_dir: Path,
     state_dir: Path,
@@ -109,6 +116,7 @@ def run_playbook(
         "ANSIBLE_ROLES_PATH": str(roles_dir()),
         "ANSIBLE_COLLECTIONS_PATH": collections_path(),
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(facts.resolve()),
+        "PATH": _path_with_interpreter_bin(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_LOCAL_TEMP": str((state_dir / "tmp").resolve()),
