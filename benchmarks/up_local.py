@@ -2,12 +2,14 @@
 
 Each size is a copy of examples/local.yaml with its own cluster name and network, so the
 growth with node count is visible. Run: python benchmarks/up_local.py [--sizes 2,4,8]
+Figures go to stdout and test-artifacts/benchmark/up_local.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,7 @@ def main() -> None:
         f"{'compute':>7} {'nodes':>5} {'cold up s':>10} {'no-op up s':>11} {'no-op/cold':>10} "
         f"{'changed':>7} {'down s':>7}"
     )
+    rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for size in (int(s) for s in args.sizes.split(",")):
@@ -69,11 +72,24 @@ def main() -> None:
                 print(out[-4000:], file=sys.stderr)
                 raise SystemExit(f"cold up of {size} nodes failed")
             noop, out, rc = timed("up", str(spec), "--yes", "--output", "json", *common)
-            down, _, _ = timed("down", str(spec), "--yes", "--state-dir", str(tmp / "state"))
+            if rc != 0:
+                print(out[-4000:], file=sys.stderr)
+                raise SystemExit(f"no-op up of {size} nodes failed")
+            down, _, rc = timed("down", str(spec), "--yes", "--state-dir", str(tmp / "state"))
+            if rc != 0:
+                raise SystemExit(f"down of {size} nodes failed")
+            rows.append(
+                {"compute": size, "cold_up_s": round(cold, 1), "noop_up_s": round(noop, 1),
+                 "noop_changed": changed_tasks(out), "down_s": round(down, 1)}
+            )  # fmt: skip
             print(
                 f"{size:>7} {size + 2:>5} {cold:>10.0f} {noop:>11.0f} {noop / cold:>10.2f} "
                 f"{changed_tasks(out)!s:>7} {down:>7.0f}"
             )
+
+    out_dir = REPO / "test-artifacts" / "benchmark"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "up_local.json").write_text(json.dumps({"runs": rows, "cpus": os.cpu_count()}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
