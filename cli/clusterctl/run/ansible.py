@@ -7,11 +7,12 @@ goes to ``<build>/logs/ansible.log`` (tasks touching secrets are no_log).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,14 @@ def _path_with_interpreter_bin() -> str:
     """PATH with this interpreter's bin/ first: ansible-runner runs `ansible-playbook` by name, and a
     venv's bin/ need not be on PATH (`.venv/bin/clusterctl up` without activating it)."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+
+
+def forget_facts(state_dir: Path, hostnames: Iterable[str]) -> None:
+    """Drop the facts cached for ``hostnames``: they describe machines that no longer exist
+    (a removed burst node, a container created anew), and so do the flags the roles cache with them."""
+    for hostname in hostnames:
+        with contextlib.suppress(FileNotFoundError):
+            (state_dir / "facts" / hostname).unlink()
 
 
 def run_playbook(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan, PlanNode
-from clusterctl.run.ansible import run_playbook
+from clusterctl.run.ansible import forget_facts, run_playbook
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError
 
@@ -111,7 +111,9 @@ def _provider_resume(plan: Plan, nodes: list[PlanNode], build_dir: Path, state_d
         if kind == "local":
             from clusterctl.run.providers.local import LocalProvider, _image, network_name
 
-            LocalProvider().start_nodes(plan, group_nodes, network_name(plan), _image(plan), events)
+            LocalProvider().start_nodes(
+                plan, group_nodes, network_name(plan), _image(plan), events, state_dir=state_dir
+            )
         else:
             from clusterctl.run.burst_cloud import resume_cloud
 
@@ -190,9 +192,6 @@ def suspend(plan: Plan, hostlist: str, build_dir: Path, state_dir: Path, events:
             outcome.failed = {n.hostname: f"release failed: {exc}" for n in nodes}
             for node in nodes:
                 mark_down(node.hostname, outcome.failed[node.hostname])
-        # Facts cached for a removed node would describe a machine that no longer exists.
-        for node in nodes:
-            with contextlib.suppress(FileNotFoundError):
-                (state_dir / "facts" / node.hostname).unlink()
+        forget_facts(state_dir, [n.hostname for n in nodes])
     events.info(f"suspend {hostlist}: {len(outcome.done)} released", phase="burst")
     return outcome

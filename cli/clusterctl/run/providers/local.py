@@ -17,6 +17,7 @@ from pathlib import Path
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan, PlanNode
 from clusterctl.render.inventory import container_name
+from clusterctl.run.ansible import forget_facts
 from clusterctl.run.docker import DockerError, docker, engine_available, inspect, labelled
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
@@ -193,17 +194,26 @@ class LocalProvider:
         ensure_engine_and_image(image, events)
         network = _ensure_network(plan)
         nodes = [n for n in plan.nodes if not n.burst]
-        return self.start_nodes(plan, nodes, network, image, events)
+        return self.start_nodes(plan, nodes, network, image, events, state_dir=state_dir)
 
     def start_nodes(
-        self, plan: Plan, nodes: list[PlanNode], network: str, image: str, events: EventBus
+        self,
+        plan: Plan,
+        nodes: list[PlanNode],
+        network: str,
+        image: str,
+        events: EventBus,
+        *,
+        state_dir: Path | None = None,
     ) -> list[ProvisionedHost]:
-        """Start ``nodes`` (also used to resume burst nodes)."""
+        """Start ``nodes`` (also used to resume burst nodes); a created container's cached facts are dropped."""
 
         def one(node: PlanNode) -> ProvisionedHost:
             events.host(PHASE, node.hostname, "running", "starting container")
             try:
                 what = _start_node(plan, node, network, image)
+                if what == "created" and state_dir is not None:
+                    forget_facts(state_dir, [node.hostname])
                 _wait_booted(container_name(plan, node))
                 if node.burst:
                     _report_fresh_boot(container_name(plan, node))

@@ -1,0 +1,32 @@
+"""The fact cache of a cluster's state directory forgets machines that were replaced."""
+
+from pathlib import Path
+
+import yaml
+
+from clusterctl.paths import roles_dir
+from clusterctl.run.ansible import forget_facts
+
+
+def test_forget_facts_drops_only_the_named_hosts(tmp_path: Path) -> None:
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    for host in ("gpu001", "gpu002", "ctl001"):
+        (facts / host).write_text('{"clusterctl_base_packages_installed": true}')
+    forget_facts(tmp_path, ["gpu001", "gpu003"])  # gpu003 has no cache entry: not an error
+    assert sorted(p.name for p in facts.iterdir()) == ["ctl001", "gpu002"]
+
+
+def test_forget_facts_without_a_cache_directory(tmp_path: Path) -> None:
+    forget_facts(tmp_path, ["gpu001"])
+    assert not (tmp_path / "facts").exists()
+
+
+def test_site_caches_the_flag_its_package_step_checks() -> None:
+    """The one-transaction package step is skipped on a flag it caches; both must name the same fact."""
+    plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
+    block = next(t for t in plays[0]["pre_tasks"] if "block" in t)
+    remember = block["block"][-1]["ansible.builtin.set_fact"]
+    assert remember["cacheable"] is True
+    flag = next(k for k in remember if k != "cacheable")
+    assert flag in block["when"]
