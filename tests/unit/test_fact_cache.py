@@ -25,8 +25,17 @@ def test_forget_facts_without_a_cache_directory(tmp_path: Path) -> None:
 def test_site_caches_the_flag_its_package_step_checks() -> None:
     """The one-transaction package step is skipped on a flag it caches; both must name the same fact."""
     plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
-    block = next(t for t in plays[0]["pre_tasks"] if "block" in t)
+    block = next(t for t in plays[0]["tasks"] if "block" in t)
     remember = block["block"][-1]["ansible.builtin.set_fact"]
     assert remember["cacheable"] is True
     flag = next(k for k in remember if k != "cacheable")
     assert flag in block["when"]
+
+
+def test_site_keeps_the_package_step_out_of_plays_with_handlers() -> None:
+    """Handlers of a role included under a `when` inherit it: with the package step in the play that
+    applies munge, munge's restart after a new key was skipped and slurmctld rejected every node."""
+    plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
+    package_play = plays[0]
+    assert "roles" not in package_play
+    assert all(not p.get("pre_tasks") for p in plays[1:] if p.get("roles"))
