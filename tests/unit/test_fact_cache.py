@@ -11,10 +11,11 @@ from clusterctl.run.ansible import forget_facts
 def test_forget_facts_drops_only_the_named_hosts(tmp_path: Path) -> None:
     facts = tmp_path / "facts"
     facts.mkdir()
-    for host in ("gpu001", "gpu002", "ctl001"):
-        (facts / host).write_text('{"clusterctl_base_packages_installed": true}')
+    # ansible-core 2.19+ names the files s<schema>_<host>; older versions <host>.
+    for name in ("s1_gpu001", "gpu001", "s1_gpu0010", "s1_gpu002", "ctl001"):
+        (facts / name).write_text('{"clusterctl_base_packages_installed": true}')
     forget_facts(tmp_path, ["gpu001", "gpu003"])  # gpu003 has no cache entry: not an error
-    assert sorted(p.name for p in facts.iterdir()) == ["ctl001", "gpu002"]
+    assert sorted(p.name for p in facts.iterdir()) == ["ctl001", "s1_gpu0010", "s1_gpu002"]
 
 
 def test_forget_facts_without_a_cache_directory(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -94,12 +95,22 @@ def _path_with_interpreter_bin() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
 
 
+_FACT_FILE = re.compile(r"(?:s\d+_)?(?P<host>.+)")
+
+
 def forget_facts(state_dir: Path, hostnames: Iterable[str]) -> None:
     """Drop the facts cached for ``hostnames``: they describe machines that no longer exist
     (a removed burst node, a container created anew), and so do the flags the roles cache with them."""
-    for hostname in hostnames:
-        with contextlib.suppress(FileNotFoundError):
-            (state_dir / "facts" / hostname).unlink()
+    wanted = set(hostnames)
+    cache = state_dir / "facts"
+    if not cache.is_dir():
+        return
+    for entry in cache.iterdir():
+        # ansible-core 2.19+ prefixes each key with its cache schema ("s1_<host>"); older ones do not.
+        match = _FACT_FILE.fullmatch(entry.name)
+        if match and match.group("host") in wanted:
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
 
 
 def run_playbook(
@@ -169,6 +180,10 @@ def run_playbook(
             quiet=True,
             ident=ident,
             rotate_artifacts=3,
+            # ansible-runner points ANSIBLE_CACHE_PLUGIN_CONNECTION at each run's own artifact
+            # directory, overriding envvars: an absolute fact_cache keeps one cache per cluster.
+            fact_cache_type="jsonfile",
+            fact_cache=str(facts.resolve()),
         )
     stats = runner.stats or {}
     return ConfigureResult(
