@@ -67,8 +67,10 @@ molecule: setup
 e2e: setup
 	$(PYTEST) -q tests/e2e
 
-# The README's test command: everything, failing loudly at the first broken step.
-test: setup lint unit integration molecule e2e
+# The README's test command: everything, failing loudly at the first broken step, with each
+# phase's time at the end.
+test:
+	bash scripts/run-phases.sh setup lint unit integration molecule e2e
 
 bench: setup
 	$(BIN)/python benchmarks/render_scale.py
