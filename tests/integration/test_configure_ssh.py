@@ -91,10 +91,17 @@ def nodes(docker_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     host_keys = ensure_host_keys(state, names)
     prefix = f"clusterctl-sshtest-{uuid.uuid4().hex[:6]}"
     containers = {name: f"{prefix}-{name}" for name in names}
+    network = f"{prefix}-net"
     try:
+        # The stand-ins sit at their planned addresses, as a stack's instances do: slurm.conf and
+        # /etc/hosts name those, and the controller must answer on its own.
+        docker("network", "create", "--subnet", str(validated.loaded.spec.network.management_cidr), network)
         for name, container in containers.items():
             # --hostname: cloud-init sets the planned hostname on a real node (Docker owns it here).
-            docker("run", "-d", "--name", container, "--hostname", name, *SYSTEMD_FLAGS, IMAGE, "/lib/systemd/systemd")
+            docker(
+                "run", "-d", "--name", container, "--hostname", name, "--network", network,
+                "--ip", str(validated.plan.node(name).address), *SYSTEMD_FLAGS, IMAGE, "/lib/systemd/systemd",
+            )  # fmt: skip
         addresses: dict[str, str] = {}
         for name, container in containers.items():
             _wait_boot(container)
@@ -148,6 +155,7 @@ def nodes(docker_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     finally:
         for container in containers.values():
             docker("rm", "-f", container, check=False)
+        docker("network", "rm", network, check=False)
 
 
 def _ssh_args(inventory: Path, host: str) -> list[str]:
