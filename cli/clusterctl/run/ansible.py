@@ -98,11 +98,16 @@ def _path_with_interpreter_bin() -> str:
 _FACT_FILE = re.compile(r"(?:s\d+_)?(?P<host>.+)")
 
 
+def _fact_cache(state_dir: Path) -> Path:
+    """The cluster's Ansible fact cache (jsonfile), kept across runs in its state directory."""
+    return state_dir / "facts"
+
+
 def forget_facts(state_dir: Path, hostnames: Iterable[str]) -> None:
     """Drop the facts cached for ``hostnames``: they describe machines that no longer exist
     (a removed burst node, a container created anew), and so do the flags the roles cache with them."""
     wanted = set(hostnames)
-    cache = state_dir / "facts"
+    cache = _fact_cache(state_dir)
     if not cache.is_dir():
         return
     for entry in cache.iterdir():
@@ -130,12 +135,11 @@ def run_playbook(
     logs = build_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "ansible.log"
-    facts = state_dir / "facts"
+    facts = _fact_cache(state_dir)
     facts.mkdir(parents=True, exist_ok=True)
     envvars = {
         "ANSIBLE_ROLES_PATH": str(roles_dir()),
         "ANSIBLE_COLLECTIONS_PATH": collections_path(),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(facts.resolve()),
         "PATH": _path_with_interpreter_bin(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
@@ -180,9 +184,9 @@ def run_playbook(
             quiet=True,
             ident=ident,
             rotate_artifacts=3,
-            # ansible-runner points ANSIBLE_CACHE_PLUGIN_CONNECTION at each run's own artifact
-            # directory, overriding envvars: an absolute fact_cache keeps one cache per cluster.
-            fact_cache_type="jsonfile",
+            # ansible-runner sets ANSIBLE_CACHE_PLUGIN_CONNECTION itself (to each run's artifact
+            # directory unless told otherwise, overriding envvars): an absolute path keeps one
+            # cache per cluster.
             fact_cache=str(facts.resolve()),
         )
     stats = runner.stats or {}
