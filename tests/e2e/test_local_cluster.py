@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -179,6 +181,54 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     state = local_cluster.exec("ctl001", f"sinfo -h -n {victim} -o %t").stdout.strip()
     assert state in ("idle", "mix", "alloc"), state
+
+
+def _cached_facts(local_cluster: LocalCluster, host: str) -> tuple[Path, dict[str, object]]:
+    """A host's file in the cluster's fact cache and its facts (ansible-core 2.19+ wraps them in
+    ``__payload__``; older versions store the facts themselves)."""
+    cache = local_cluster.state_dir / local_cluster.plan.cluster.name / "facts"
+    path = next(p for p in cache.iterdir() if p.name in (host, f"s1_{host}"))
+    raw = json.loads(path.read_text())
+    return path, json.loads(raw["__payload__"]) if "__payload__" in raw else raw
+
+
+def _plain(value: object) -> object:
+    """A cached value without the origin tags ansible-core 2.19+ stores with templated strings."""
+    if isinstance(value, dict) and "__ansible_type" in value and "value" in value:
+        return value["value"]
+    return value
+
+
+def _write_cached_facts(path: Path, facts: dict[str, object]) -> None:
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({"__payload__": json.dumps(facts)} if "__payload__" in raw else facts))
+
+
+@pytest.mark.order(85)
+def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalCluster) -> None:
+    """A machine reinstalled in place has a new machine ID: `up` must not trust the facts cached
+    for the old one (here a stale OS release), and gathers them again -- for that node only."""
+    reinstalled, other = "gpu002", "gpu001"
+    path, facts = _cached_facts(local_cluster, reinstalled)
+    assert _plain(facts["ansible_distribution_release"]) == "bookworm"
+    facts["ansible_distribution_release"] = "jammy"
+    _write_cached_facts(path, facts)
+    new_id = uuid.uuid4().hex
+    local_cluster.exec(reinstalled, f"echo {new_id} > /etc/machine-id").check_returncode()
+    _, other_before = _cached_facts(local_cluster, other)
+
+    result = local_cluster.up("--output", "json")
+    save_artifact("e2e-reinstalled-up.jsonl", result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    _, facts = _cached_facts(local_cluster, reinstalled)
+    assert _plain(facts["clusterctl_machine_id"]) == new_id
+    assert _plain(facts["ansible_distribution_release"]) == "bookworm"
+    _, other_after = _cached_facts(local_cluster, other)
+    assert other_after["ansible_date_time"] == other_before["ansible_date_time"], "an unchanged node was gathered"
+    # Nothing on the machine differs from what the roles want: gathering again changes nothing.
+    summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
+    assert summary["data"]["changed_tasks"] == 0, summary
 
 
 @pytest.mark.order(99)

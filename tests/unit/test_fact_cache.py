@@ -40,3 +40,18 @@ def test_site_keeps_the_package_step_out_of_plays_with_handlers() -> None:
     package_play = plays[0]
     assert "roles" not in package_play
     assert all(not p.get("pre_tasks") for p in plays[1:] if p.get("roles"))
+
+
+def test_site_treats_a_node_with_a_new_machine_id_as_new() -> None:
+    """The machine-ID check must compare against the ID it caches, and must clear the flag that
+    skips the package step (a reinstalled machine has none of the packages)."""
+    plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
+    pre = plays[0]["pre_tasks"]
+    gather = next(t for t in pre if "ansible.builtin.setup" in t)
+    remember = next(t for t in pre if "ansible.builtin.set_fact" in t)["ansible.builtin.set_fact"]
+    assert remember["cacheable"] is True
+    machine_id = next(k for k in remember if k.endswith("machine_id"))
+    assert machine_id in gather["when"]
+    block = next(t for t in plays[0]["tasks"] if "block" in t)
+    package_flag = next(k for k in block["block"][-1]["ansible.builtin.set_fact"] if k != "cacheable")
+    assert remember[package_flag] is False
