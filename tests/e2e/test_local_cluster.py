@@ -183,13 +183,23 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
     assert state in ("idle", "mix", "alloc"), state
 
 
+# ansible-core 2.19+ stores a host's cached facts as a JSON string under this key; older versions
+# store the facts themselves.
+_FACT_PAYLOAD = "__payload__"
+
+
 def _cached_facts(local_cluster: LocalCluster, host: str) -> tuple[Path, dict[str, object]]:
-    """A host's file in the cluster's fact cache and its facts (ansible-core 2.19+ wraps them in
-    ``__payload__``; older versions store the facts themselves)."""
+    """A host's file in the cluster's fact cache and its facts."""
     cache = local_cluster.state_dir / local_cluster.plan.cluster.name / "facts"
     path = next(p for p in cache.iterdir() if p.name in (host, f"s1_{host}"))
     raw = json.loads(path.read_text())
-    return path, json.loads(raw["__payload__"]) if "__payload__" in raw else raw
+    return path, json.loads(raw[_FACT_PAYLOAD]) if _FACT_PAYLOAD in raw else raw
+
+
+def _write_cached_facts(path: Path, facts: dict[str, object]) -> None:
+    """Replace the facts in ``path``, in the layout the file already has."""
+    wrapped = _FACT_PAYLOAD in json.loads(path.read_text())
+    path.write_text(json.dumps({_FACT_PAYLOAD: json.dumps(facts)} if wrapped else facts))
 
 
 def _plain(value: object) -> object:
@@ -197,11 +207,6 @@ def _plain(value: object) -> object:
     if isinstance(value, dict) and "__ansible_type" in value and "value" in value:
         return value["value"]
     return value
-
-
-def _write_cached_facts(path: Path, facts: dict[str, object]) -> None:
-    raw = json.loads(path.read_text())
-    path.write_text(json.dumps({"__payload__": json.dumps(facts)} if "__payload__" in raw else facts))
 
 
 @pytest.mark.order(85)
