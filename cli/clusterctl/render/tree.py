@@ -134,6 +134,7 @@ def render_files(plan: Plan) -> list[RenderedFile]:
         RenderedFile("ansible/inventory/group_vars/all.yml", _yaml_text(header, group_vars(plan))),
         RenderedFile("ansible/env/envvars", tpl("ansible/env/envvars.j2")),
         RenderedFile("ansible/env/settings", tpl("ansible/env/settings.j2")),
+        RenderedFile("ansible/ansible.cfg", tpl("ansible/ansible.cfg.j2")),
         RenderedFile("DO_NOT_EDIT", f"{header}\nRe-render with: clusterctl render {plan.cluster.spec_file}\n"),
         RenderedFile("plan.json", _json_text(plan.model_dump(mode="json"))),
     ]

@@ -144,6 +144,8 @@ def run_playbook(
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_LOCAL_TEMP": str((state_dir / "tmp").resolve()),
+        # The rendered settings, not a user's ANSIBLE_CONFIG or ./ansible.cfg.
+        "ANSIBLE_CONFIG": str(private / "ansible.cfg"),
     }
     failures: list[HostFailure] = []
     started = time.monotonic()
