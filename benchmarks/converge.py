@@ -9,7 +9,10 @@ container creation are not timed), this measures:
 * no-change re-run: the same command again (it must report changed=0);
 * the floor: four fresh containers from the same image, in parallel, each doing ``apt-get update``
   plus ``apt-get install --no-install-recommends`` of exactly the packages the roles installed on
-  the matching node (its ``apt-mark showmanual`` minus the image's) plus copying the rendered files.
+  the matching node (its ``apt-mark showmanual`` minus the image's) plus copying the rendered files;
+* for scale, Ansible's own share of the floor: the same packages installed by one
+  ``ansible.builtin.apt`` task and nothing else, in four more fresh containers, with the same
+  settings as the converge (it shows how much of the 1.5 x a single Ansible task already uses).
 
 Targets: first converge <= 1.5 x floor; re-run <= 25 % of the first converge. Run from the
 repository root, with nothing else using the scenario's container names:
@@ -76,10 +79,11 @@ def inventory_hosts() -> dict[str, str]:
 
 
 def runner_env() -> dict[str, str]:
-    """The environment `clusterctl up` gives ansible-runner (envvars), plus paths and secrets' home."""
+    """The environment `clusterctl up` gives ansible-runner (envvars, ansible.cfg), plus paths and secrets' home."""
     envvars = yaml.safe_load((BUILD / "ansible" / "env" / "envvars").read_text()) or {}
     env = {**os.environ, **{k: str(v) for k, v in envvars.items()}}
     env.update(
+        ANSIBLE_CONFIG=str(BUILD / "ansible" / "ansible.cfg"),
         ANSIBLE_ROLES_PATH=str(REPO / "roles"),
         ANSIBLE_COLLECTIONS_PATH=str(REPO / ".ansible-collections"),
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(OUT / "facts"),
@@ -170,6 +174,53 @@ def floor_one(container: str, packages: list[str]) -> float:
     return time.monotonic() - started
 
 
+APT_TASK_ONLY = """\
+---
+- name: Install each node's packages with one apt task and nothing else
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Install the packages the roles installed on the matching node
+      ansible.builtin.apt:
+        name: "{{ benchmark_packages }}"
+        update_cache: true
+        install_recommends: false
+"""
+
+
+def apt_task_only(names: dict[str, str], packages: dict[str, list[str]]) -> float:
+    """Seconds one ``ansible.builtin.apt`` task takes to install ``packages`` in the containers ``names``."""
+    work = OUT / "apt-task-only"
+    work.mkdir()
+    rendered = yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())["all"]["hosts"]
+    hosts = {
+        host: {**rendered[host], "ansible_host": name, "benchmark_packages": packages[host]}
+        for host, name in names.items()
+    }
+    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    (work / "playbook.yml").write_text(APT_TASK_ONLY)
+    started = time.monotonic()
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(work / "inventory.yml"), str(work / "playbook.yml")],
+        capture_output=True,
+        text=True,
+        env={**runner_env(), "ANSIBLE_LOG_PATH": str(work / "ansible.log")},
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"the apt-task-only run failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    return seconds
+
+
+def fresh_containers(names: list[str]) -> None:
+    """Start ``names`` anew from the image and wait until systemd has booted them (not timed)."""
+    for name in names:
+        start_container(name)
+    for name in names:
+        wait_booted(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the cluster containers running")
@@ -207,10 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         packages = {host: sorted(manual_packages(container) - image_manual) for host, container in hosts.items()}
 
         print("floor: fresh containers (boot not timed) ...", flush=True)
-        for name in floor_names.values():
-            start_container(name)
-        for name in floor_names.values():
-            wait_booted(name)
+        fresh_containers(list(floor_names.values()))
         floor_before = container_cpu(list(floor_names.values()))
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(hosts)) as pool:
@@ -218,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         floor = time.monotonic() - started
         floor_cpu = _delta(container_cpu(list(floor_names.values())), floor_before)
         print(f"  {floor:.1f} s ({', '.join(f'{h} {s:.0f} s' for h, s in per_host.items())})", flush=True)
+
+        print("one Ansible apt task, nothing else: fresh containers (boot not timed) ...", flush=True)
+        fresh_containers(list(floor_names.values()))
+        apt_only = apt_task_only(floor_names, packages)
+        print(f"  {apt_only:.1f} s", flush=True)
     finally:
         for name in [*floor_names.values(), base]:
             subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
@@ -235,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "rerun_over_first": round(rerun / first, 3),
         "first_converge_cpu_s": {"controller": round(first_cpu[0], 1), "nodes": _round(first_cpu[1])},
         "floor_nodes_cpu_s": _round(floor_cpu),
+        "apt_task_only_s": round(apt_only, 1),
+        "apt_task_only_over_floor": round(apt_only / floor, 2),
         "packages": packages,
         "load_average": os.getloadavg(),
         "cpus": os.cpu_count(),
@@ -250,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, seconds, ratio, target, ok in rows:
         print(f"{label:<18}{seconds:8.1f} s  {ratio}  target {target}  {'ok' if ok else 'MISSED'}")
     print(f"{'floor':<18}{floor:8.1f} s   ({len(hosts)} containers in parallel)")
+    print(f"{'apt task only':<18}{apt_only:8.1f} s  {apt_only / floor:5.2f} x floor  (one Ansible task installs them)")
     if first_cpu[1] is not None and floor_cpu is not None:
         cpus = os.cpu_count() or 1
         bound = (first_cpu[0] + first_cpu[1]) / cpus
