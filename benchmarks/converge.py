@@ -72,10 +72,14 @@ def molecule(action: str) -> None:
     run(["molecule", action, "--scenario-name", "cluster"], cwd=SCENARIO_DIR, env=env)
 
 
+def rendered_hosts() -> dict[str, dict[str, object]]:
+    """Rendered inventory host -> its variables (ansible_host, ansible_connection, ...)."""
+    return yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())["all"]["hosts"]
+
+
 def inventory_hosts() -> dict[str, str]:
     """Rendered inventory host -> container name."""
-    data = yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())
-    return {host: hv["ansible_host"] for host, hv in data["all"]["hosts"].items()}
+    return {host: str(hv["ansible_host"]) for host, hv in rendered_hosts().items()}
 
 
 def runner_env() -> dict[str, str]:
@@ -192,7 +196,7 @@ def apt_task_only(names: dict[str, str], packages: dict[str, list[str]]) -> floa
     """Seconds one ``ansible.builtin.apt`` task takes to install ``packages`` in the containers ``names``."""
     work = OUT / "apt-task-only"
     work.mkdir()
-    rendered = yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())["all"]["hosts"]
+    rendered = rendered_hosts()
     hosts = {
         host: {**rendered[host], "ansible_host": name, "benchmark_packages": packages[host]}
         for host, name in names.items()
