@@ -64,18 +64,23 @@ REAL_MEMORY_SHARE = 0.97
 
 
 def systemd_mount_unit(mount: str) -> str:
-    """systemd's unit name for a mount point (``systemd-escape --path --suffix=mount``)."""
-    parts = [p for p in mount.strip("/").split("/") if p]
-    escaped: list[str] = []
-    for part in parts:
-        out = ""
-        for index, char in enumerate(part):
-            if char.isalnum() or char in "_" or (char == "." and index > 0):
-                out += char
-            else:
-                out += "".join(f"\\x{b:02x}" for b in char.encode())
-        escaped.append(out)
-    return "-".join(escaped) + ".mount"
+    """systemd's unit name for a mount point (``systemd-escape --path --suffix=mount``).
+
+    As systemd's unit_name_path_escape: slashes collapse, ``/`` becomes ``-``, every byte other
+    than ASCII letters, digits, ``:``, ``_`` and ``.`` becomes ``\\xNN``, and so does a leading ``.``.
+    """
+    path = "/".join(p for p in mount.split("/") if p)
+    if not path:
+        return "-.mount"
+    out = ""
+    for index, char in enumerate(path):
+        if char == "/":
+            out += "-"
+        elif (char.isascii() and char.isalnum()) or char in ":_" or (char == "." and index > 0):
+            out += char
+        else:
+            out += "".join(f"\\x{b:02x}" for b in char.encode())
+    return out + ".mount"
 
 
 def _load_machines(spec: Spec, base_dir: Path) -> dict[str, Machine]:
