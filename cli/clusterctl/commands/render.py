@@ -9,6 +9,7 @@ import click
 from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors, rule_options, spec_argument, validated_or_exit
 from clusterctl.pipeline import render
+from clusterctl.render import BuildDirError
 
 
 @click.command("render")
@@ -26,7 +27,10 @@ def render_cmd(app: App, spec: str, out_dir: Path | None, skip_rules: tuple[str,
     """
     result = validated_or_exit(app, spec, skip_rules, strict)
     app.show_findings(result.findings)
-    target, changed = render(result, out_dir)
+    try:
+        target, changed = render(result, out_dir)
+    except BuildDirError as exc:
+        app.abort(str(exc), 1)
     app.display_success(f"rendered {target} ({len(changed)} file(s) changed)")
     for path in changed:
         app.display_debug(f"  {path}")

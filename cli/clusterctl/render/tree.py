@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -18,8 +17,6 @@ from clusterctl.render.burst import burst_files
 from clusterctl.render.cloud import provisioning_files
 from clusterctl.render.health import health_files
 from clusterctl.render.inventory import group_vars, inventory
-
-MANIFEST = ".clusterctl-manifest"
 
 
 @dataclass(frozen=True)
@@ -158,35 +155,3 @@ def render_files(plan: Plan) -> list[RenderedFile]:
     files.extend(RenderedFile(path, text, mode) for path, text, mode in health_files(plan, env, ctx))
     files.extend(RenderedFile(path, text, mode) for path, text, mode in burst_files(plan))
     return sorted(files, key=lambda f: f.path)
-
-
-def write_tree(files: list[RenderedFile], out_dir: Path) -> list[str]:
-    """Write ``files`` under ``out_dir``; remove files an earlier render made that are gone now.
-
-    Files whose content is unchanged are not rewritten, so a re-render changes nothing on disk.
-    Returns the paths that were written or removed.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    changed: list[str] = []
-    manifest = out_dir / MANIFEST
-    previous = set(manifest.read_text().split()) if manifest.exists() else set()
-    current = {f.path for f in files}
-    for stale in sorted(previous - current):
-        target = out_dir / stale
-        if target.is_file():
-            target.unlink()
-            changed.append(stale)
-    for item in files:
-        target = out_dir / item.path
-        if target.is_file() and target.read_text() == item.text and (target.stat().st_mode & 0o777) == item.mode:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(item.text)
-        tmp.chmod(item.mode)
-        tmp.replace(target)
-        changed.append(item.path)
-    manifest_text = "\n".join(sorted(current)) + "\n"
-    if not manifest.exists() or manifest.read_text() != manifest_text:
-        manifest.write_text(manifest_text)
-    return changed

@@ -19,7 +19,7 @@ from pathlib import Path
 from clusterctl import __version__
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan
-from clusterctl.render.tree import MANIFEST
+from clusterctl.render.builddir import read_manifest
 from clusterctl.run.ansible import REQUIRED_COLLECTIONS, collections_path
 from clusterctl.run.providers.base import ProviderError
 
@@ -118,7 +118,7 @@ def build_bundle(state_dir: Path) -> Path:
 
 def build_archive(build_dir: Path, state_dir: Path) -> Path:
     """build.tar: the rendered files listed in the build directory's manifest (no logs, no artifacts)."""
-    names = (build_dir / MANIFEST).read_text().split()
+    names = read_manifest(build_dir) or []
     target = state_dir / "burst" / "build.tar"
     _deterministic_tar(target, [(build_dir / name, name) for name in names])
     return target
