@@ -7,26 +7,57 @@ gives editors a useful JSON Schema. Cross-field semantics live in ``clusterctl.r
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, field_validator
+from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.spec.base import StrictModel
 from clusterctl.spec.providers import Provider
 from clusterctl.spec.types import (
+    AbsolutePath,
+    AptToken,
     BandwidthValue,
+    DnsDomain,
     DnsLabel,
     Duration,
     DurationValue,
+    HostLabel,
+    Hostname,
+    HostnamePattern,
+    InstanceType,
     IPv4AddressValue,
     IPv4NetworkValue,
+    LustreFsname,
+    LustreNid,
+    MountOption,
+    MountPoint,
+    NetdevName,
     NonNegativeInt,
     PositiveInt,
+    SafeName,
     SlurmTime,
+    Url,
     VersionStr,
+    show,
 )
+
+# Caps on node counts: far above any cluster built today (100k GPUs is 12,500 nodes of eight),
+# low enough that a typo or a hostile spec cannot make the plan allocate millions of nodes.
+MAX_NODES_PER_GROUP = 16384
+MAX_NODES_TOTAL = 32768
+
+NodeCount = Annotated[int, Field(gt=0, le=MAX_NODES_PER_GROUP, strict=True)]
+
+
+def _gpu_model(value: Any) -> str:
+    if not isinstance(value, str) or value not in GPU_MODELS:
+        raise ValueError(f"unknown GPU model {show(value)}; known models: {', '.join(sorted(GPU_MODELS))}")
+    return value
+
+
+# A GPU model clusterctl's catalog knows.
+GpuModel = Annotated[str, BeforeValidator(_gpu_model), WithJsonSchema({"type": "string", "enum": sorted(GPU_MODELS)})]
 
 # --- network, versions -----------------------------------------------------------------------
 
@@ -38,16 +69,8 @@ class Network(StrictModel):
         description="Management network; node addresses are assigned from it in plan order.",
         examples=["10.20.0.0/16"],
     )
-    domain: str = Field(description="DNS domain of the nodes.", examples=["atlas.internal"])
+    domain: DnsDomain = Field(description="DNS domain of the nodes.", examples=["atlas.internal"])
     gateway: IPv4AddressValue | None = Field(None, description="Default gateway (default: first address).")
-
-    @field_validator("domain")
-    @classmethod
-    def _domain_is_dns(cls, value: str) -> str:
-        labels = value.split(".")
-        if not all(labels) or any(not lbl.replace("-", "").isalnum() or lbl != lbl.lower() for lbl in labels):
-            raise ValueError(f"{value!r} is not a DNS domain: lower-case labels separated by dots")
-        return value
 
 
 class Versions(StrictModel):
@@ -71,15 +94,8 @@ class Versions(StrictModel):
 class GpuSpec(StrictModel):
     """GPUs in one server."""
 
-    model: str = Field(description="GPU model.", examples=sorted(GPU_MODELS))
+    model: GpuModel = Field(description="GPU model.", examples=sorted(GPU_MODELS))
     count: PositiveInt = Field(description="GPUs per server.", examples=[8])
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, value: str) -> str:
-        if value not in GPU_MODELS:
-            raise ValueError(f"unknown GPU model {value!r}; known models: {', '.join(sorted(GPU_MODELS))}")
-        return value
 
 
 class CpuSpec(StrictModel):
@@ -102,12 +118,12 @@ class HardwareProfile(StrictModel):
         examples=[["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]],
     )
     storage_nics: list[str] = Field(default_factory=list, description="HCAs of the storage network.")
-    storage_netdevs: list[str] = Field(
+    storage_netdevs: list[NetdevName] = Field(
         default_factory=list, description="IPoIB/Ethernet interfaces of the storage NICs (LNet, Weka net=)."
     )
-    management_netdev: str = Field("eth0", description="Interface on the management network.")
+    management_netdev: NetdevName = Field("eth0", description="Interface on the management network.")
     power_w: PositiveInt | None = Field(None, description="Maximum server power in watts (default: datasheet).")
-    instance_type: str | None = Field(None, description="Cloud instance/machine type for cloud providers.")
+    instance_type: InstanceType | None = Field(None, description="Cloud instance/machine type for cloud providers.")
 
 
 # --- nodes -------------------------------------------------------------------------------------
@@ -132,12 +148,17 @@ class NodeGroup(StrictModel):
 
     group: DnsLabel = Field(description="Group name; hostnames default to {group}{index:03d}.")
     role: Literal["controller", "login", "compute"] = Field(description="What the nodes do.")
-    hardware: str = Field(description="Name of a profile under `hardware`.")
-    count: PositiveInt = Field(description="Physical nodes in the group (spares included).")
+    hardware: HostLabel = Field(description="Name of a profile under `hardware`.")
+    count: NodeCount = Field(
+        description=f"Physical nodes in the group (spares included); at most {MAX_NODES_PER_GROUP}."
+    )
     spares: NonNegativeInt = Field(0, description="Nodes held out of the partitions as hot spares.")
-    hostname: str = Field(
+    hostname: HostnamePattern = Field(
         "{group}{index:03d}",
-        description="Hostname pattern; {group} and {index} (1-based) are available.",
+        description=(
+            "Hostname pattern; only {group} and {index} (1-based, optionally zero-padded as {index:03d}) are "
+            "available, around letters, digits and '-'."
+        ),
     )
     burst: BurstSpec | None = Field(None, description="Make this an elastic (cloud-burst) group.")
 
@@ -173,30 +194,28 @@ class StorageBase(StrictModel):
     """Fields every storage tier has."""
 
     name: DnsLabel = Field(description="Tier name.")
-    mount: str = Field(description="Mount point on every node.", examples=["/lustre/datasets"])
+    mount: MountPoint = Field(
+        description="Mount point on every node (not a system directory such as /etc, /usr or /var/lib).",
+        examples=["/lustre/datasets"],
+    )
     purpose: Purpose = Field("general", description="What the tier holds.")
     read_bw: BandwidthValue | None = Field(None, description="Aggregate read bandwidth.")
     write_bw: BandwidthValue | None = Field(None, description="Aggregate write bandwidth.")
-    mount_options: list[str] = Field(default_factory=list, description="Extra mount options.")
-
-    @field_validator("mount")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not PurePosixPath(value).is_absolute() or value == "/":
-            raise ValueError(f"{value!r} is not an absolute mount point below /")
-        return value
+    mount_options: list[MountOption] = Field(
+        default_factory=list, description="Extra mount options, one per list item.", examples=[["noatime"]]
+    )
 
 
 class LustreStorage(StorageBase):
     """A Lustre file system (client mount over LNet)."""
 
     kind: Literal["lustre"] = Field(description="Lustre.")
-    mgs: list[str] = Field(
+    mgs: list[LustreNid] = Field(
         default_factory=list,
         description="NIDs of the MGS failover partners, one per MGS node (not for managed tiers: the service has it).",
         examples=[["10.30.0.11@o2ib"]],
     )
-    fsname: str = Field(description="Lustre file system name.")
+    fsname: LustreFsname = Field(description="Lustre file system name (at most 8 characters).")
     managed: StrictBool = Field(False, description="Create it as a cloud-managed Lustre (cloud providers).")
     capacity_tib: float | None = Field(
         None,
@@ -214,7 +233,7 @@ class WekaStorage(StorageBase):
 
     kind: Literal["weka"] = Field(description="WEKA.")
     backends: list[IPv4AddressValue] = Field(description="Backend addresses to mount from.")
-    filesystem: str = Field(description="WEKA file system name.")
+    filesystem: SafeName = Field(description="WEKA file system name.")
     num_cores: NonNegativeInt = Field(1, description="Dedicated frontend cores (0: UDP mode).")
 
 
@@ -222,8 +241,8 @@ class NfsStorage(StorageBase):
     """An NFS export."""
 
     kind: Literal["nfs"] = Field(description="NFS.")
-    server: str = Field(description="NFS server address or name.")
-    export: str = Field(description="Exported path.")
+    server: Hostname = Field(description="NFS server address or name.")
+    export: AbsolutePath = Field(description="Exported path.", examples=["/export/home"])
     version: Literal["3", "4.1", "4.2"] = Field("4.2", description="NFS protocol version.")
 
 
@@ -237,7 +256,7 @@ class Partition(StrictModel):
     """A Slurm partition."""
 
     name: DnsLabel = Field(description="Partition name.")
-    groups: list[str] = Field(min_length=1, description="Node groups whose (non-spare) nodes it holds.")
+    groups: list[DnsLabel] = Field(min_length=1, description="Node groups whose (non-spare) nodes it holds.")
     default: StrictBool = Field(False, description="The default partition (exactly one).")
     max_time: SlurmTime = Field("UNLIMITED", description='Time limit, e.g. "14-00:00:00".')
     max_nodes: PositiveInt | None = Field(None, description="Most nodes one job may use.")
@@ -246,10 +265,10 @@ class Partition(StrictModel):
 class PackageRepo(StrictModel):
     """A package repository other than the OS's own (site mirror, locally built Slurm)."""
 
-    url: str = Field(description="Repository URL (deb line URL).")
-    suite: str | None = Field(None, description="Suite/distribution (default: the OS codename).")
-    components: list[str] = Field(default_factory=lambda: ["main"], description="Components.")
-    key_url: str | None = Field(None, description="Signing key URL; absent means trusted=yes.")
+    url: Url = Field(description="Repository URL (deb line URL).")
+    suite: AptToken | None = Field(None, description="Suite/distribution (default: the OS codename).")
+    components: list[AptToken] = Field(default_factory=lambda: ["main"], description="Components.")
+    key_url: Url | None = Field(None, description="Signing key URL; absent means trusted=yes.")
 
 
 class SlurmSpec(StrictModel):
@@ -311,8 +330,10 @@ class Spec(StrictModel):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="Node OS.")
     versions: Versions = Field(description="Pinned software versions.")
     container_runtime: Literal["enroot", "docker"] = Field("enroot", description="enroot+pyxis or docker.")
-    hardware: dict[str, HardwareProfile] = Field(min_length=1, description="Server profiles by name.")
-    nodes: list[NodeGroup] = Field(min_length=1, description="Node groups.")
+    hardware: dict[HostLabel, HardwareProfile] = Field(min_length=1, description="Server profiles by name.")
+    nodes: list[NodeGroup] = Field(
+        min_length=1, description=f"Node groups; at most {MAX_NODES_TOTAL} nodes in all (burst groups included)."
+    )
     fabric: Fabric = Field(description="Compute fabric.")
     storage: list[Storage] = Field(default_factory=list, description="Storage tiers.")
     slurm: SlurmSpec = Field(description="Slurm settings.")

@@ -15,14 +15,39 @@ from pydantic import Field, StrictBool
 
 from clusterctl.catalog.cloud_services import DEFAULT_AWS_OFI_NCCL, DEFAULT_EFA_INSTALLER
 from clusterctl.spec.base import StrictModel
-from clusterctl.spec.types import Duration, DurationValue, IPv4AddressValue, IPv4NetworkValue, PositiveInt, VersionStr
+from clusterctl.spec.types import (
+    AwsCapacityReservationId,
+    AwsPlacementGroup,
+    AwsSubnetId,
+    AwsVpcId,
+    AzureResourceGroup,
+    AzureResourceId,
+    CloudImage,
+    CloudRegion,
+    CloudZone,
+    DiskMatch,
+    Duration,
+    DurationValue,
+    FileName,
+    GcpProjectId,
+    GcpResource,
+    ImageReference,
+    IPv4AddressValue,
+    IPv4NetworkValue,
+    LinuxUser,
+    NetdevName,
+    PositiveInt,
+    RelativePath,
+    SshPublicKey,
+    VersionStr,
+)
 
 
 class LocalProvider(StrictModel):
     """Nodes are systemd containers on this machine's Docker; GPUs are emulated."""
 
     kind: Literal["local"] = Field(description="Local Docker containers as nodes.")
-    image: str = Field(
+    image: ImageReference = Field(
         "local/debian:bookworm",
         description="Node image; built locally with debootstrap when missing.",
         examples=["local/debian:bookworm"],
@@ -33,12 +58,12 @@ class BaremetalProvider(StrictModel):
     """Physical servers driven through their BMCs (Redfish) and PXE."""
 
     kind: Literal["baremetal"] = Field(description="Bare-metal servers.")
-    machines: str = Field(
+    machines: RelativePath = Field(
         description="CSV of machines (hostname,bmc,mac,rack), relative to the spec file.",
         examples=["machines.csv"],
     )
-    pxe_interface: str = Field("eno1", description="Provisioning interface the PXE server listens on.")
-    ssh_user: str = Field("ubuntu", description="User the autoinstall creates for clusterctl.")
+    pxe_interface: NetdevName = Field("eno1", description="Provisioning interface the PXE server listens on.")
+    ssh_user: LinuxUser = Field("ubuntu", description="User the autoinstall creates for clusterctl.")
     pxe_server: IPv4AddressValue | None = Field(
         None,
         description="Address of the PXE/TFTP/HTTP server on the management network (default: the network's .2).",
@@ -47,7 +72,7 @@ class BaremetalProvider(StrictModel):
     http_port: PositiveInt = Field(
         8080, description="Port of the HTTP server that serves the autoinstall files and the installer ISO."
     )
-    installer_iso: str | None = Field(
+    installer_iso: FileName | None = Field(
         None,
         description="Ubuntu live-server ISO file name served over HTTP (default: the spec OS's current point release).",
         examples=["ubuntu-24.04.2-live-server-amd64.iso"],
@@ -63,23 +88,29 @@ class BaremetalProvider(StrictModel):
         default_factory=lambda: Duration(45, "m"),
         description="How long to wait for a node to answer on ready_port after the PXE boot.",
     )
-    install_disk: str | None = Field(
+    install_disk: DiskMatch | None = Field(
         None,
-        description="Disk the autoinstall installs to, as a serial or path match (default: the largest disk).",
+        description=(
+            "Disk the autoinstall installs to, as a device path match under /dev (globs allowed, e.g. "
+            "/dev/disk/by-id/nvme-*SERIAL*; default: the largest disk)."
+        ),
         examples=["/dev/nvme0n1"],
     )
-    ssh_authorized_keys: list[str] = Field(
+    ssh_authorized_keys: list[SshPublicKey] = Field(
         default_factory=list,
-        description="Extra public keys (operators') authorized for ssh_user; clusterctl adds its own key at `up`.",
-        examples=[["ssh-ed25519 AAAAC3Nza... ops@example.com"]],
+        description=(
+            "Extra public keys (operators') authorized for ssh_user, one .pub line each without options; "
+            "clusterctl adds its own key at `up`."
+        ),
+        examples=[["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example.com"]],
     )
 
 
 class CloudProviderBase(StrictModel):
     """Fields shared by the cloud providers."""
 
-    region: str = Field(description="Cloud region.", examples=["us-east-1"])
-    zone: str | None = Field(None, description="Availability zone; GPU capacity is usually zonal.")
+    region: CloudRegion = Field(description="Cloud region.", examples=["us-east-1"])
+    zone: CloudZone | None = Field(None, description="Availability zone; GPU capacity is usually zonal.")
     allowed_ssh_cidrs: list[IPv4NetworkValue] = Field(
         default_factory=list,
         description=(
@@ -89,8 +120,8 @@ class CloudProviderBase(StrictModel):
         ),
         examples=[["203.0.113.0/24"]],
     )
-    ssh_user: str = Field("ubuntu", description="User clusterctl connects as.")
-    image: str | None = Field(
+    ssh_user: LinuxUser = Field("ubuntu", description="User clusterctl connects as.")
+    image: CloudImage | None = Field(
         None,
         description=(
             "OS image: an AMI id or `resolve:ssm:<parameter>` (AWS), an image or family self-link (GCP), or a "
@@ -104,25 +135,25 @@ class AwsProvider(CloudProviderBase):
     """Amazon EC2 (EFA) through the Pulumi program in ``stacks/aws``."""
 
     kind: Literal["aws"] = Field(description="Amazon Web Services.")
-    vpc_id: str | None = Field(
+    vpc_id: AwsVpcId | None = Field(
         None, description="Existing VPC to use instead of creating one (needs subnet_id).", examples=["vpc-0abc1234"]
     )
-    subnet_id: str | None = Field(
+    subnet_id: AwsSubnetId | None = Field(
         None,
         description="Existing subnet for the nodes; its CIDR must be the spec's management_cidr.",
         examples=["subnet-0b578c46a39edb5d3"],
     )
-    public_subnet_id: str | None = Field(
+    public_subnet_id: AwsSubnetId | None = Field(
         None, description="Existing public subnet for the bastion (with an existing VPC and allowed_ssh_cidrs)."
     )
-    placement_group: str | None = Field(
+    placement_group: AwsPlacementGroup | None = Field(
         None,
         description=(
             "Existing cluster placement group for the GPU nodes (e.g. the one an ODCR was made in). "
             "Default: the stack creates one with strategy `cluster`."
         ),
     )
-    capacity_reservation_id: str | None = Field(
+    capacity_reservation_id: AwsCapacityReservationId | None = Field(
         None,
         description="On-Demand Capacity Reservation or Capacity Block (`cr-...`) the GPU nodes launch into.",
         examples=["cr-0eaf243f6d60fcc9a"],
@@ -160,12 +191,14 @@ class GcpProvider(CloudProviderBase):
     """Google Compute Engine through the Pulumi program in ``stacks/gcp``."""
 
     kind: Literal["gcp"] = Field(description="Google Cloud.")
-    project: str | None = Field(None, description="GCP project id (default: from the environment).")
-    network: str | None = Field(None, description="Existing VPC network for the host NICs (needs subnetwork).")
-    subnetwork: str | None = Field(
+    project: GcpProjectId | None = Field(None, description="GCP project id (default: from the environment).")
+    network: GcpResource | None = Field(
+        None, description="Existing VPC network for the host NICs (needs subnetwork): a name or self-link."
+    )
+    subnetwork: GcpResource | None = Field(
         None, description="Existing subnetwork; its range must be the spec's management_cidr."
     )
-    reservation: str | None = Field(
+    reservation: GcpResource | None = Field(
         None,
         description="Specific reservation the GPU nodes consume (reservation affinity SPECIFIC_RESERVATION).",
         examples=["a3mega-reservation"],
@@ -194,11 +227,11 @@ class AzureProvider(CloudProviderBase):
     """Azure ND-series VMs through the Pulumi program in ``stacks/azure``."""
 
     kind: Literal["azure"] = Field(description="Microsoft Azure.")
-    resource_group: str | None = Field(None, description="Resource group (default: clusterctl-<name>).")
-    subnet_id: str | None = Field(
+    resource_group: AzureResourceGroup | None = Field(None, description="Resource group (default: clusterctl-<name>).")
+    subnet_id: AzureResourceId | None = Field(
         None, description="Existing subnet resource id for the nodes; its prefix must be the management_cidr."
     )
-    capacity_reservation_group_id: str | None = Field(
+    capacity_reservation_group_id: AzureResourceId | None = Field(
         None, description="Capacity reservation group the GPU scale set allocates from."
     )
     lustre_sku: (

@@ -216,7 +216,7 @@ CASES: list[tuple[str, str, Mutation, Level, str, str]] = [
     (
         "CLD008",
         "gcp-a3mega.yaml",
-        _storage(0, fsname="Datasets-1"),
+        _storage(0, fsname="Data-1"),  # Lustre's 8-character cap is the spec type's; the charset is GCP's
         Level.ERROR,
         "not a Managed Lustre file system name",
         "storage[0].fsname",
