@@ -12,6 +12,7 @@ from clusterctl.commands.common import handle_internal_errors
 from clusterctl.progress import PlainView
 from clusterctl.run.burst import BurstError, load_plan, resume, suspend
 from clusterctl.run.events import EventBus
+from clusterctl.run.state import StateDirError
 
 DEFAULT_BUILD = Path("/var/lib/clusterctl/build")
 DEFAULT_STATE = Path("/var/lib/clusterctl/state")
@@ -61,7 +62,7 @@ def resume_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, munge_
     try:
         plan = load_plan(build_dir)
         outcome = resume(plan, hostlist, build_dir, state_dir, _bus(app), munge_key_file=munge_key)
-    except (BurstError, FileNotFoundError) as exc:
+    except (BurstError, StateDirError, FileNotFoundError) as exc:
         app.abort(str(exc), 1)
     for host, why in sorted(outcome.failed.items()):
         app.display_error(f"{host}: {why} (left DOWN; the next resume retries)")
@@ -78,7 +79,7 @@ def suspend_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path) -> No
     """Remove the burst nodes in HOSTLIST."""
     try:
         outcome = suspend(load_plan(build_dir), hostlist, build_dir, state_dir, _bus(app))
-    except (BurstError, FileNotFoundError) as exc:
+    except (BurstError, StateDirError, FileNotFoundError) as exc:
         app.abort(str(exc), 1)
     for host, why in sorted(outcome.failed.items()):
         app.display_error(f"{host}: {why}")

@@ -12,7 +12,7 @@ from clusterctl.progress import attach
 from clusterctl.run.events import EventBus
 from clusterctl.run.orchestrate import down
 from clusterctl.run.providers import ProviderError, for_kind
-from clusterctl.run.state import LockedError, StateDir
+from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 
 @click.command("down")
@@ -39,9 +39,12 @@ def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bo
     try:
         with state.lock("down"):
             down(plan, state, bus, build_dir=out_dir, yes=yes)
-    except LockedError as exc:
+    except (LockedError, StateDirError) as exc:
         app.abort(str(exc), 1)
     except ProviderError as exc:
         app.abort(f"{exc}\nSome resources may remain; run `clusterctl down` again.", 1)
-    state.remove()
+    try:
+        state.remove()
+    except StateDirError as exc:
+        app.abort(f"{exc} The cluster's resources are gone; only its state directory is left.", 1)
     app.display_success(f"cluster {plan.cluster.name} destroyed")

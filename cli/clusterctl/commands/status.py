@@ -21,7 +21,7 @@ from clusterctl.plan import Plan
 from clusterctl.render import render_files
 from clusterctl.run.executor import executor_for
 from clusterctl.run.providers import ProviderError, for_kind
-from clusterctl.run.state import StateDir
+from clusterctl.run.state import StateDir, StateDirError
 
 _POWER = {"idle~": "powered down", "idle#": "powering up", "idle%": "powering down", "down~": "powered down"}
 
@@ -109,7 +109,7 @@ def status_cmd(app: App, spec: str, state_dir: Path, output: str) -> None:
     plan = validated_or_exit(app, spec, (), False).plan
     try:
         data = collect_status(plan, StateDir(state_dir, plan.cluster.name))
-    except ProviderError as exc:
+    except (ProviderError, StateDirError) as exc:
         app.abort(str(exc), 1)
     if app.json:
         app.print_json(data)

@@ -19,13 +19,14 @@ from clusterctl.commands.common import (
 )
 from clusterctl.plan import Plan
 from clusterctl.progress import attach
+from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
 from clusterctl.run.ansible import AnsibleSetupError
 from clusterctl.run.events import EventBus
 from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.readiness import partitions_summary
-from clusterctl.run.state import LockedError, StateDir
+from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 
 def _require_engine_for(plan: Plan) -> None:
@@ -145,7 +146,7 @@ def up_cmd(
     try:
         with state.lock("up"), live or contextlib.nullcontext():
             result = up(validated, state, bus, out_dir=out_dir, yes=yes)
-    except LockedError as exc:
+    except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)
     except (ProviderError, AnsibleSetupError) as exc:
         app.abort(
