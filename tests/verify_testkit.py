@@ -167,3 +167,36 @@ def real_gpu_plan(tmp_path: Path) -> Plan:
     plan.cluster.provider = "baremetal"
     plan.slurm.container_nodes = False
     return plan
+
+
+# --- NCCL_DEBUG=INFO output of a transport run ---------------------------------------------------
+
+
+def nccl_debug_run(hosts: tuple[str, ...], gpus: int = 8, *, sockets: tuple[str, ...] = ()) -> str:
+    """What ``srun --label ... env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf`` prints.
+
+    The lines have the formats of the real logs in tests/unit/verify/data/nccl_debug (NCCL
+    2.19: NVIDIA/nccl-tests#185 for IB, NVIDIA/nccl#1053 and #352 for the socket fallback);
+    hosts in ``sockets`` find no HCA and fall back to sockets. Task t runs on hosts[t // gpus].
+    """
+    width = len(str(len(hosts) * gpus - 1))
+    hcas = " ".join(f"[{i}]mlx5_{i}:1/IB" for i in range(gpus))
+    lines = []
+    for node, host in enumerate(hosts):
+        for dev in range(gpus):
+            task = node * gpus + dev
+            prefix = f"{task:>{width}}: {host}:{4000 + dev}:{4100 + dev} [{dev}] NCCL INFO "
+            ip = f"10.40.0.{node + 1}"
+            if host in sockets:
+                lines += [
+                    prefix + "NET/IB : No device found.",
+                    prefix + f"NET/Socket : Using [0]eth0:{ip}<0>",
+                    prefix + "Using network Socket",
+                ]
+                via = "NET/Socket/0"
+            else:
+                lines += [prefix + f"NET/IB : Using {hcas} [RO]; OOB ib0:{ip}<0>", prefix + "Using network IB"]
+                via = f"NET/IB/{dev}/GDRDMA"
+            peer = (task + gpus) % (len(hosts) * gpus)
+            lines.append(prefix + f"Channel 00/0 : {task}[{dev}] -> {peer}[{dev}] [send] via {via}")
+    return "\n".join(lines) + "\n"

@@ -51,8 +51,9 @@ def verify_cmd(
     """Run the acceptance checks on the cluster of SPEC and drain the nodes that fail.
 
     Checks: Slurm (nodes up, GRES, partitions), time sync, GPU inventory, GPU-NIC
-    locality, InfiniBand ports, DCGM diagnostics, storage (fio) and NCCL over a test
-    plan shaped by the fabric. The report goes to <out>/verify/report.{json,html}.
+    locality, InfiniBand ports, DCGM diagnostics, storage (fio), the transport NCCL
+    chose between two nodes (no socket fallback) and NCCL over a test plan shaped by
+    the fabric. The report goes to <out>/verify/report.{json,html}.
     Exit 0 when nothing failed, 1 when a check failed.
     """
     app.output = output

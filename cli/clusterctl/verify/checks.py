@@ -25,6 +25,7 @@ from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.verify.parsers.fio import FioJob, FioResult, parse_fio_json
 from clusterctl.verify.parsers.gpu_query import QUERY_COMMAND, parse_gpu_query
 from clusterctl.verify.parsers.ibstat import parse_ibstat
+from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.verify.parsers.scontrol import (
@@ -35,8 +36,19 @@ from clusterctl.verify.parsers.scontrol import (
     parse_scontrol_partitions,
 )
 from clusterctl.verify.result import CheckResult, ParseError, Verdict
-from clusterctl.verify.testplan import NcclOptions, NcclPlan, NcclRun, build_test_plan, srun_command
+from clusterctl.verify.testplan import (
+    NcclOptions,
+    NcclPlan,
+    NcclRun,
+    build_test_plan,
+    eligible_nodes,
+    fabric_groups,
+    partition_of,
+    srun_command,
+)
 from clusterctl.verify.thresholds import AcceptanceThresholds
+from clusterctl.verify.transport import CHECK as CHECK_TRANSPORT
+from clusterctl.verify.transport import TransportJudgement, judge_transport
 
 EMULATED = "skipped: emulated GPUs"
 CONTAINER = "skipped: container"
@@ -881,6 +893,109 @@ def nccl_blame(outcomes: list[Outcome]) -> dict[str, str]:
     return blamed
 
 
+# --- NCCL transport ----------------------------------------------------------------------------
+
+# Set in every task: NCCL_DEBUG=INFO prints the transport lines; INIT,NET keeps just those
+# subsystems ("Using network", "NET/IB : Using", channel lines are INIT|NET in NCCL's sources).
+TRANSPORT_TASK_ENV = ("NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET")
+# Small messages: the transport is chosen at init; the run only has to connect.
+_TRANSPORT_BYTES = (1 << 20, 16 << 20)
+
+
+def transport_pairs(ctx: VerifyContext) -> list[tuple[str, str]]:
+    """Two-node runs that give every schedulable GPU node a partner, neighbours first.
+
+    Nodes follow the fabric's groups (SU or leaf), so most pairs share a leaf; with an odd
+    count the last node is paired with the first. Nodes an earlier check blamed sit out.
+    """
+    _kind, groups = fabric_groups(ctx.plan)
+    hosts = [h for members in groups.values() for h in members if h not in ctx.failed_nodes]
+    pairs = [(hosts[i], hosts[i + 1]) for i in range(0, len(hosts) - 1, 2)]
+    if len(hosts) % 2 and len(hosts) > 1:
+        pairs.append((hosts[-1], hosts[0]))
+    return pairs
+
+
+def judge_transport_run(ctx: VerifyContext, run: NcclRun, rc: int, out: str, err: str) -> TransportJudgement:
+    """Judge one two-node ``NCCL_DEBUG=INFO`` run: each node's NCCL on the fabric's transport."""
+    target = run.hostlist
+    problem = transport_problem(CHECK_TRANSPORT, ctx.launcher, "srun", rc, err)
+    if problem is not None:
+        return TransportJudgement(replace(problem, target=target))
+    # srun --label numbers tasks 0..n-1, gpus_per_node per node in --nodelist order (block distribution).
+    task_hosts = {t: run.hosts[t // run.gpus_per_node] for t in range(len(run.hosts) * run.gpus_per_node)}
+    try:
+        log = parse_nccl_debug(f"{out}\n{err}")
+    except ParseError:
+        why = _last_line(err) or "no output"
+        return TransportJudgement(
+            _failed(
+                CHECK_TRANSPORT,
+                target,
+                f"all_reduce_perf printed no NCCL debug line (srun exit {rc}): {why}",
+                "Run the srun command from the report by hand on the login node; check the NCCL install.",
+                rc=rc,
+            )
+        )
+    judgement = judge_transport(
+        log, ctx.plan.fabric.kind, nodes=len(run.hosts), hosts=run.hosts, task_hosts=task_hosts, target=target
+    )
+    if rc != 0 and judgement.result.verdict is Verdict.PASS:
+        result = judgement.result
+        figures = {**result.figures, "rc": rc}
+        return replace(
+            judgement,
+            result=replace(
+                result,
+                figures=figures,
+                message=result.message[:-1] + f"; srun exited {rc} afterwards (see the nccl check).",
+            ),
+        )
+    return judgement
+
+
+class TransportCheck(Check):
+    """The transport NCCL chose between two nodes, from ``NCCL_DEBUG=INFO``: never a socket fallback."""
+
+    name = "transport"
+    title = "NCCL transport"
+
+    def run(self, ctx: VerifyContext) -> list[Outcome]:
+        """One small all_reduce_perf per pair of nodes, every pair at once, each log judged."""
+        nodes = [n for n in eligible_nodes(ctx.plan)]
+        if any(n.emulated for n in nodes):
+            return [
+                Outcome(self.name, skipped(self.name, CHECK_TRANSPORT, compress(n.hostname for n in nodes), EMULATED))
+            ]
+        pairs = transport_pairs(ctx)
+        if not pairs:
+            reason = "skipped: needs two schedulable GPU nodes"
+            return [Outcome(self.name, skipped(self.name, CHECK_TRANSPORT, "", reason))]
+        by_name = {n.hostname: n for n in nodes}
+        options = replace(ctx.options.nccl, min_bytes=_TRANSPORT_BYTES[0], max_bytes=_TRANSPORT_BYTES[1])
+        runs = [
+            NcclRun(
+                phase="pairs",
+                hosts=pair,
+                groups=(),
+                gpus_per_node=min(by_name[h].gpus for h in pair),
+                partition=partition_of(ctx.plan, pair),
+            )
+            for pair in pairs
+        ]
+        commands = [srun_command(run, options, job="transport", task_env=TRANSPORT_TASK_ENV) for run in runs]
+        ctx.progress(f"{self.title}: {len(runs)} two-node runs with NCCL_DEBUG=INFO")
+        jobs = [(ctx.launcher, command, ctx.options.nccl_timeout_s) for command in commands]
+        outcomes: list[Outcome] = []
+        for run, command, (rc, out, err) in zip(
+            runs, commands, run_many(ctx.executor, jobs, ctx.options.max_parallel), strict=True
+        ):
+            judgement = judge_transport_run(ctx, run, rc, out, err)
+            blame = tuple(h for h in judgement.failing_hosts if h in run.hosts)
+            outcomes.append(Outcome(self.name, judgement.result, run.hosts, blame, {"command": command}))
+        return outcomes
+
+
 class NcclCheck(Check):
     """nccl-tests all_reduce_perf over the fabric-shaped test plan, wave by wave, through srun."""
 
@@ -955,6 +1070,7 @@ CHECKS: tuple[type[Check], ...] = (
     IbCheck,
     DcgmCheck,
     StorageCheck,
+    TransportCheck,
     NcclCheck,
 )
 CHECK_NAMES: tuple[str, ...] = tuple(c.name for c in CHECKS)

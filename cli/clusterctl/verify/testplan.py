@@ -223,6 +223,16 @@ def _pair_rounds(hosts: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tu
     return first, second
 
 
+def partition_of(plan: Plan, hosts: tuple[str, ...]) -> str | None:
+    """The partition holding every one of ``hosts`` (the default one first); None if none does."""
+    parts = sorted(plan.slurm.partitions, key=lambda p: not p.default)
+    for part in parts:
+        members = set(expand(part.hosts)) if part.hosts else set()
+        if set(hosts) <= members:
+            return part.name
+    return None
+
+
 class _Builder:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -231,12 +241,7 @@ class _Builder:
         self.waves: list[Wave] = []
 
     def partition(self, hosts: tuple[str, ...]) -> str | None:
-        parts = sorted(self.plan.slurm.partitions, key=lambda p: not p.default)
-        for part in parts:
-            members = set(expand(part.hosts)) if part.hosts else set()
-            if set(hosts) <= members:
-                return part.name
-        return None
+        return partition_of(self.plan, hosts)
 
     def run(self, phase: Phase, hosts: tuple[str, ...]) -> NcclRun:
         env = (("NCCL_ALGO", "Ring"),) if len(hosts) == 2 else ()
@@ -308,12 +313,17 @@ def build_test_plan(plan: Plan) -> NcclPlan:
     return NcclPlan(group_kind=kind, groups=groups, waves=tuple(builder.waves), notes=tuple(notes))
 
 
-def srun_command(run: NcclRun, options: NcclOptions | None = None) -> str:
+def srun_command(
+    run: NcclRun, options: NcclOptions | None = None, *, job: str | None = None, task_env: tuple[str, ...] = ()
+) -> str:
     """The shell command that runs ``run`` through Slurm from the login node.
 
     Args:
         run: The run.
         options: Launch options; defaults when None.
+        job: What the job name says after ``clusterctl-verify-`` (the run's phase by default).
+        task_env: ``NAME=value`` set in each task through ``env`` (values with commas, which
+            ``--export`` would split).
 
     Returns:
         An ``srun ... all_reduce_perf ...`` command line, quoted for a POSIX shell.
@@ -322,7 +332,7 @@ def srun_command(run: NcclRun, options: NcclOptions | None = None) -> str:
     export = ",".join(["ALL", *(f"{k}={v}" for k, v in run.env)])
     args = [
         "srun",
-        f"--job-name=clusterctl-verify-{run.phase}",
+        f"--job-name=clusterctl-verify-{job or run.phase}",
         *([f"--partition={run.partition}"] if run.partition else []),
         f"--nodelist={run.hostlist}",
         f"--nodes={len(run.hosts)}",
@@ -334,6 +344,7 @@ def srun_command(run: NcclRun, options: NcclOptions | None = None) -> str:
         "--label",
         f"--export={export}",
         *opts.extra_srun_args,
+        *(("env", *task_env) if task_env else ()),
         opts.binary,
         # One GPU per rank; -c 1 checks the results, which nccl-tests does by default but
         # a site wrapper may not.

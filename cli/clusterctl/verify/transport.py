@@ -143,8 +143,11 @@ def _quote(line: NcclLine) -> str:
     return f"line {line.line_no}: {text}"
 
 
-def _who(process: NcclProcess, host: str) -> str:
-    """``gpu002 (task 9, rank 9)``; the pid when nothing else tells two processes apart."""
+def _who(process: NcclProcess, host: str, others: int = 0) -> str:
+    """``gpu002 (task 9, rank 9)``; the pid when nothing else tells processes apart.
+
+    ``others`` counts the host's other processes with a problem: ``(task 8 and 7 more)``.
+    """
     details = []
     if process.task is not None:
         details.append(f"task {process.task}")
@@ -153,7 +156,10 @@ def _who(process: NcclProcess, host: str) -> str:
     if not details and process.pid:
         details.append(f"pid {process.pid}")
     name = host or "a process without host prefix"
-    return f"{name} ({', '.join(details)})" if details else name
+    text = ", ".join(details)
+    if others:
+        text += f" and {others} more {'process' if others == 1 else 'processes'}"
+    return f"{name} ({text})" if text else name
 
 
 def _process_problem(process: NcclProcess, expected: ExpectedTransport) -> tuple[str, NcclLine] | None:
@@ -267,24 +273,28 @@ def judge_transport(
             )
         )
 
-    problems: list[tuple[str, str, NcclLine]] = []  # (host, why, line)
+    # Per host, the processes whose transport is wrong (first one quoted, the others counted).
+    problems: dict[str, list[tuple[NcclProcess, str, NcclLine]]] = {}
     seen_ok: set[str] = set()
     for process in log.processes:
         host = host_of(process)
         problem = _process_problem(process, expected)
         if problem is not None:
-            problems.append((host, f"{_who(process, host)}: {problem[0]}", problem[1]))
+            problems.setdefault(host, []).append((process, *problem))
         elif used[id(process)] is not None:
             seen_ok.add(host)
-    failing = tuple(dict.fromkeys(h for h, _, _ in problems))
+    failing = tuple(problems)
     missing = [h for h in hosts if h not in seen_ok and h not in failing]
     if missing:
         figures["hosts_without_transport_line"] = ", ".join(missing)
 
     if problems or missing:
-        parts = [f"{why} ({_quote(line)})" for _, why, line in problems[:_NAMED_MAX]]
+        parts = []
+        for host, found in list(problems.items())[:_NAMED_MAX]:
+            process, why, line = found[0]
+            parts.append(f"{_who(process, host, len(found) - 1)}: {why} ({_quote(line)})")
         if len(problems) > _NAMED_MAX:
-            parts.append(f"and {len(problems) - _NAMED_MAX} more processes")
+            parts.append(f"and {len(problems) - _NAMED_MAX} more hosts")
         if missing:
             parts.append(f"{', '.join(missing)} printed no line that says which network NCCL used")
         figures["failing_hosts"] = ", ".join(h or "?" for h in failing + tuple(missing))

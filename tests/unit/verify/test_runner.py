@@ -20,6 +20,7 @@ from tests.verify_testkit import (
     chronyc,
     gpu_query,
     ibstat,
+    nccl_debug_run,
     real_gpu_plan,
     scontrol_node,
     scontrol_partition,
@@ -83,6 +84,8 @@ class Cluster:
         if command.startswith("srun"):
             match = NODELIST_RE.search(command)
             assert match is not None
+            if "clusterctl-verify-transport" in command:
+                return 0, nccl_debug_run(tuple(expand(match[1].strip("'")))), ""
             hosts = set(expand(match[1].strip("'")))
             if len(hosts) == 1:
                 return 0, self.nccl_single, ""
@@ -188,6 +191,16 @@ def test_storage_aggregate_is_judged_against_the_tier(run: tuple[Plan, ReplayExe
     assert aggregates["ckpt (/mnt/ckpt)"].verdict is Verdict.FAIL
     assert aggregates["ckpt (/mnt/ckpt)"].blame == ()
     assert aggregates["home (/home)"].verdict is Verdict.PASS  # no marks: no job errors is a pass
+
+
+def test_every_pair_used_the_fabric_s_transport(run: tuple[Plan, ReplayExecutor, Report]) -> None:
+    _plan, _executor, report = run
+
+    transport = [o for o in report.outcomes if o.check == "transport"]
+    # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs.
+    assert len(transport) == 31
+    assert {o.verdict for o in transport} == {Verdict.PASS}
+    assert not {"gpu010", "gpu020"} & {h for o in transport for h in o.hosts}
 
 
 def test_time_and_gpu_checks_ran_for_real(run: tuple[Plan, ReplayExecutor, Report]) -> None:
