@@ -201,4 +201,95 @@ def test_help_lists_the_kinds() -> None:
     result = CliRunner().invoke(cli, ["check-output", "--help"], catch_exceptions=False)
 
     assert result.exit_code == 0
-    assert "{nccl-tests|dcgmi-diag|nvidia-smi-topo|ibstat|fio}" in "".join(result.stdout.split())
+    assert "{nccl-tests|nccl-debug|dcgmi-diag|nvidia-smi-topo|ibstat|fio}" in "".join(result.stdout.split())
+
+
+# --- nccl-debug: the transport NCCL chose (real logs, tests/unit/verify/data/nccl_debug) ------------
+
+DEBUG = FIO / "nccl_debug"
+GCP_A3MEGA = EXAMPLES / "gcp-a3mega.yaml"
+AWS_BURST = EXAMPLES / "aws-burst.yaml"
+
+
+def test_nccl_debug_wrong_provider_fails_the_p5_spec() -> None:
+    log = DEBUG / "ofi_provider_tcp_awsofinccl803.log"
+    code, data = _json("nccl-debug", log, "--spec", AWS_P5)
+
+    assert code == 1
+    assert data["verdict"] == "fail"
+    assert data["check"] == "nccl.transport"
+    assert data["message"] == (
+        "6f2d8a82d208 (pid 1287): aws-ofi-nccl selected libfabric provider tcp, not efa "
+        "(line 14: 6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics))."
+    )
+    assert data["expected"] == {
+        "fabric": "efa",
+        "transport": "the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider",
+        "source": f"spec {AWS_P5}, hardware p5 (instance type p5.48xlarge)",
+    }
+
+
+def test_nccl_debug_renamed_libfabric_passes_the_p5_spec() -> None:
+    result = _run("nccl-debug", DEBUG / "ofi_libfabric_p5en_nccl1597.log", "--spec", AWS_P5)
+
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"nccl-debug {DEBUG / 'ofi_libfabric_p5en_nccl1597.log'}: PASS"
+    assert "  networks: Libfabric x2" in lines
+    assert lines[-1] == (
+        "expected: the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider "
+        f"(fabric efa; spec {AWS_P5}, hardware p5 (instance type p5.48xlarge))"
+    )
+
+
+def test_nccl_debug_tcpxo_passes_a3mega_and_a_socket_fallback_fails_it() -> None:
+    good, good_data = _json("nccl-debug", DEBUG / "fastrak_2node_a3mega.log", "--spec", GCP_A3MEGA)
+    bad, bad_data = _json("nccl-debug", DEBUG / "socket_lo_no_ib_nccl352.log", "--spec", GCP_A3MEGA)
+
+    assert (good, good_data["verdict"]) == (0, "pass")
+    assert good_data["figures"]["networks"] == "FasTrak x16"
+    assert (bad, bad_data["verdict"]) == (1, "fail")
+    assert bad_data["message"].startswith("ds-ml-01-0 (pid 17754 and 1 more process): NCCL fell back to sockets")
+
+
+def test_nccl_debug_burst_profile_takes_its_instance_type_s_fabric() -> None:
+    log = DEBUG / "ib_roce_2node_nccltests185.log"
+    _, cluster = _json("nccl-debug", log, "--spec", AWS_BURST)
+    _, burst = _json("nccl-debug", log, "--spec", AWS_BURST, "--hardware", "p5")
+
+    assert cluster["expected"]["fabric"] == "infiniband"
+    assert burst["expected"]["fabric"] == "efa"
+    assert "NCCL used network IB, not the aws-ofi-nccl plugin" in burst["message"]
+
+
+def test_nccl_debug_without_spec_fails_only_sockets_and_fabric_flag_works() -> None:
+    roce = DEBUG / "ib_roce_2node_nccltests185.log"
+
+    assert _run("nccl-debug", roce).exit_code == 0
+    assert _run("nccl-debug", roce, "--fabric", "roce").exit_code == 0
+    assert _run("nccl-debug", roce, "--fabric", "infiniband").exit_code == 1
+    assert _run("nccl-debug", DEBUG / "socket_ib_disabled_nccl1053.log").exit_code == 1
+
+
+def test_nccl_debug_one_node_is_intra_node_only() -> None:
+    code, data = _json("nccl-debug", DEBUG / "socket_ib_disabled_nccl1053.log", "--nodes", "1")
+
+    assert code == 0
+    assert data["verdict"] == "skipped"
+    assert data["message"].startswith("Intra-node only")
+    assert data["notes"] == ["nodes: 1 (--nodes)"]
+
+
+def test_nccl_debug_without_debug_lines_exits_2(tmp_path: Path, fixtures_dir: Path) -> None:
+    code, data = _json("nccl-debug", fixtures_dir / DEGRADED)
+
+    assert code == 2
+    assert data["verdict"] == "unreadable"
+    assert data["message"] == "no NCCL debug lines found (run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
+
+
+def test_fabric_is_only_for_nccl_debug(fixtures_dir: Path) -> None:
+    result = _run("nccl-tests", fixtures_dir / DEGRADED, "--fabric", "efa")
+
+    assert result.exit_code == 2
+    assert "--fabric is for nccl-debug." in result.stderr

@@ -24,11 +24,13 @@ from clusterctl.verify.offline import (
     Kind,
     Marks,
     gpu_model_in,
+    judge_nccl_debug_output,
     judge_output,
 )
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.result import CheckResult, ParseError, Verdict
 from clusterctl.verify.thresholds import AcceptanceThresholds, defaults_for
+from clusterctl.verify.transport import FABRIC_TRANSPORTS, expected_transport, fabric_for
 
 EXIT_FAIL = 1
 EXIT_UNREADABLE = 2
@@ -159,7 +161,9 @@ def _unreadable(app: App, kind: str, file: str, exc: ParseError) -> None:
     raise SystemExit(EXIT_UNREADABLE)
 
 
-def _show(app: App, kind: str, file: str, result: CheckResult, marks: Marks, notes: list[str]) -> None:
+def _show(
+    app: App, kind: str, file: str, result: CheckResult, marks: Marks | None, notes: list[str], judged_by: str = ""
+) -> None:
     style = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.SKIPPED: "yellow"}[result.verdict]
     target = f" ({result.target})" if result.target else ""
     app.out.print(f"{escape(kind)} {escape(file)}{escape(target)}: [{style}]{result.verdict.upper()}[/{style}]")
@@ -177,11 +181,67 @@ def _show(app: App, kind: str, file: str, result: CheckResult, marks: Marks, not
         app.out.print("figures:")
         for key, value in result.figures.items():
             app.out.print(f"  {escape(key)}: {escape(str(value))}")
-    app.out.print(f"thresholds: {escape(marks.source)}")
-    for line in marks.thresholds.basis:
-        app.out.print(f"  {escape(line)}")
+    if judged_by or marks is None:
+        app.out.print(escape(judged_by))
+    else:
+        app.out.print(f"thresholds: {escape(marks.source)}")
+        for line in marks.thresholds.basis:
+            app.out.print(f"  {escape(line)}")
     for note in notes:
         app.out.print(f"  [dim]{escape(note)}[/dim]")
+
+
+def _debug_fabric(app: App, spec: str | None, hardware: str | None, fabric: str | None) -> tuple[str | None, str]:
+    """The fabric an NCCL_DEBUG log is judged for, and where it comes from."""
+    if fabric is not None:
+        return fabric, "--fabric"
+    if spec is None:
+        if hardware is not None:
+            raise click.UsageError("--hardware needs --spec.")
+        return None, "no --spec or --fabric: only a socket fallback fails"
+    validated = validated_or_exit(app, spec, (), False)
+    plan = validated.plan
+    profiles = gpu_hardware(plan)
+    if hardware is not None and hardware not in profiles:
+        known = ", ".join(profiles) or "none"
+        raise click.BadParameter(
+            f"{hardware!r} is not a GPU hardware profile of the spec ({known}).", param_hint="--hardware"
+        )
+    hw = hardware or (profiles[0] if len(profiles) == 1 else None)
+    profile = validated.loaded.spec.hardware.get(hw) if hw else None
+    kind, how = fabric_for(plan.fabric.kind, profile.instance_type if profile else None)
+    return kind, f"spec {spec}" + (f", hardware {hw}" if hw else "") + f" ({how})"
+
+
+def _check_nccl_debug(app: App, file: str, text: str, fabric: str | None, source: str, nodes: int | None) -> None:
+    """Judge a saved NCCL_DEBUG=INFO log and print the verdict (exit 1 on fail, 2 when unreadable)."""
+    expected = expected_transport(fabric)
+    notes = [f"nodes: {nodes} (--nodes)"] if nodes is not None else []
+    try:
+        result = judge_nccl_debug_output(text, fabric, nodes=nodes)
+    except ParseError as exc:
+        _unreadable(app, "nccl-debug", file, exc)
+        return
+    if app.json:
+        app.print_json(
+            {
+                "kind": "nccl-debug",
+                "file": file,
+                "verdict": str(result.verdict),
+                "check": result.check,
+                "target": result.target,
+                "message": result.message,
+                "hint": result.hint,
+                "figures": result.figures,
+                "expected": {"fabric": fabric, "transport": expected.label, "source": source},
+                "notes": notes,
+            }
+        )
+    else:
+        judged_by = f"expected: {expected.label} (fabric {fabric or 'not given'}; {source})"
+        _show(app, "nccl-debug", file, result, None, notes, judged_by=judged_by)
+    if result.verdict is Verdict.FAIL:
+        raise SystemExit(EXIT_FAIL)
 
 
 @click.command("check-output")
@@ -200,6 +260,11 @@ def _show(app: App, kind: str, file: str, result: CheckResult, marks: Marks, not
 @click.option("--rails", metavar="NIC,...", help="Rail NIC of GPU0, GPU1, ... (nvidia-smi-topo, ibstat).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), metavar="GBPS", help="ibstat port rate.")
 @click.option("--level", type=click.IntRange(1, 4), help="dcgmi-diag: the lowest acceptable -r level.")
+@click.option(
+    "--fabric",
+    type=click.Choice(sorted(FABRIC_TRANSPORTS)),
+    help="nccl-debug: the fabric the nodes are on [from --spec; without either, only sockets fail].",
+)
 @click.option("--mount", metavar="PATH", help="fio: the spec's storage tier mounted here.")
 @click.option("--read-bw", metavar="BW", help='fio: read mark, e.g. "2 GB/s".')
 @click.option("--write-bw", metavar="BW", help='fio: write mark, e.g. "2 GB/s".')
@@ -219,6 +284,7 @@ def check_output_cmd(
     rails: str | None,
     rate: float | None,
     level: int | None,
+    fabric: str | None,
     mount: str | None,
     read_bw: str | None,
     write_bw: str | None,
@@ -226,11 +292,19 @@ def check_output_cmd(
 ) -> None:
     """Judge FILE, a saved KIND output, against the spec's thresholds (or the defaults).
 
-    Prints the verdict, the figures read and the thresholds used. Exit 0 on pass (or a
-    judgement skipped with its reason), 1 on fail, 2 when FILE cannot be parsed.
+    Prints the verdict, the figures read and the thresholds used. nccl-debug judges an
+    NCCL_DEBUG=INFO log: the transport NCCL chose must be the fabric's (from --spec or
+    --fabric), never a socket fallback. Exit 0 on pass (or a judgement skipped with its
+    reason), 1 on fail, 2 when FILE cannot be parsed.
     """
     app.output = output
     text = click.open_file(file).read() if file == "-" else Path(file).read_text(errors="replace")
+    if kind == "nccl-debug":
+        judged_fabric, source = _debug_fabric(app, spec, hardware, fabric)
+        _check_nccl_debug(app, file, text, judged_fabric, source, nodes)
+        return
+    if fabric is not None:
+        raise click.UsageError("--fabric is for nccl-debug.")
     rail_list = tuple(r.strip() for r in rails.split(",") if r.strip()) if rails else ()
     if spec is not None:
         validated = validated_or_exit(app, spec, (), False)

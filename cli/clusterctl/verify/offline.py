@@ -17,13 +17,15 @@ from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.verify.parsers.fio import parse_fio_json
 from clusterctl.verify.parsers.gpu_query import name_matches_model
 from clusterctl.verify.parsers.ibstat import parse_ibstat
+from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import NcclTestsResult, parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.verify.result import CheckResult, ParseError
 from clusterctl.verify.thresholds import AcceptanceThresholds
+from clusterctl.verify.transport import judge_transport
 
-Kind = Literal["nccl-tests", "dcgmi-diag", "nvidia-smi-topo", "ibstat", "fio"]
-KINDS: tuple[Kind, ...] = ("nccl-tests", "dcgmi-diag", "nvidia-smi-topo", "ibstat", "fio")
+Kind = Literal["nccl-tests", "nccl-debug", "dcgmi-diag", "nvidia-smi-topo", "ibstat", "fio"]
+KINDS: tuple[Kind, ...] = ("nccl-tests", "nccl-debug", "dcgmi-diag", "nvidia-smi-topo", "ibstat", "fio")
 # The reference node when neither a spec nor the output says otherwise: an 8-GPU HGX/DGX
 # H100 with eight NDR rails, the node most acceptance figures were published for.
 DEFAULT_GPU_MODEL = "H100-SXM-80GB"
@@ -44,6 +46,7 @@ class Marks:
         read_bw_bytes: fio read mark in bytes/s; None for no mark.
         write_bw_bytes: fio write mark in bytes/s; None for no mark.
         min_busbw_gbps: An explicit nccl-tests mark that replaces the thresholds'.
+        fabric: The fabric kind an NCCL_DEBUG log is judged for; None fails only sockets.
         notes: Extra lines for the reader (what was inferred).
     """
 
@@ -54,6 +57,7 @@ class Marks:
     read_bw_bytes: float | None = None
     write_bw_bytes: float | None = None
     min_busbw_gbps: float | None = None
+    fabric: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -92,6 +96,20 @@ def nccl_nodes(result: NcclTestsResult, given: int | None) -> tuple[int, str]:
     return 1, "no rank lines in the output and no --nodes: judged as a single-node run"
 
 
+def judge_nccl_debug_output(text: str, fabric: str | None, *, nodes: int | None = None) -> CheckResult:
+    """Judge a saved ``NCCL_DEBUG=INFO`` log: the transport every NCCL process chose.
+
+    Args:
+        text: The log.
+        fabric: The fabric kind the nodes are on; None fails only a socket fallback.
+        nodes: Nodes the run spanned, when known (1: intra-node only).
+
+    Raises:
+        ParseError: The text has no NCCL debug line.
+    """
+    return judge_transport(parse_nccl_debug(text), fabric, nodes=nodes, target="").result
+
+
 def judge_output(kind: Kind, text: str, marks: Marks, *, nodes: int | None = None) -> tuple[CheckResult, list[str]]:
     """Parse and judge one saved output.
 
@@ -116,6 +134,8 @@ def judge_output(kind: Kind, text: str, marks: Marks, *, nodes: int | None = Non
         notes.append(f"nodes: {n_nodes} ({how})")
         mark = marks.min_busbw_gbps if marks.min_busbw_gbps is not None else t.nccl_busbw_gbps(n_nodes)
         return judge_nccl(result, mark, t.nccl_min_size_bytes), notes
+    if kind == "nccl-debug":
+        return judge_nccl_debug_output(text, marks.fabric, nodes=nodes), notes
     if kind == "dcgmi-diag":
         return judge_dcgm(parse_dcgmi_diag(text), min_level=t.dcgm_diag_level), notes
     if kind == "nvidia-smi-topo":

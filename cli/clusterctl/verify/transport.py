@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from clusterctl.catalog.instances import instance_type
 from clusterctl.verify.parsers.nccl_debug import Family, NcclDebugLog, NcclLine, NcclProcess, network_family
 from clusterctl.verify.result import CheckResult, Verdict
 
@@ -123,6 +124,26 @@ def expected_transport(fabric: str | None) -> ExpectedTransport:
     return FABRIC_TRANSPORTS.get(fabric or "", _ANY_RDMA)
 
 
+def fabric_for(fabric_kind: str, instance_type_name: str | None = None) -> tuple[str, str]:
+    """The fabric a hardware profile's nodes are on, and where that comes from.
+
+    A cloud GPU instance type brings its own fabric (``p5.48xlarge``: efa), which differs
+    from the spec's ``fabric.kind`` for burst groups of an on-prem cluster; otherwise the
+    spec's fabric.
+
+    Args:
+        fabric_kind: The spec's ``fabric.kind``.
+        instance_type_name: The hardware profile's ``instance_type``, when it has one.
+
+    Returns:
+        ``(fabric kind, source)``, e.g. ``("efa", "instance type p5.48xlarge")``.
+    """
+    itype = instance_type(instance_type_name)
+    if itype is not None and itype.is_gpu and itype.fabric in FABRIC_TRANSPORTS:
+        return itype.fabric, f"instance type {itype.name}"
+    return fabric_kind, "fabric.kind"
+
+
 @dataclass(frozen=True)
 class TransportJudgement:
     """The verdict, and the nodes it is about.
@@ -160,6 +181,12 @@ def _who(process: NcclProcess, host: str, others: int = 0) -> str:
     if others:
         text += f" and {others} more {'process' if others == 1 else 'processes'}"
     return f"{name} ({text})" if text else name
+
+
+_LINK_LAYER_HINT = (
+    "The link layer is the HCA port's (mlxconfig LINK_TYPE_P1: 1 InfiniBand, 2 Ethernet); if the ports are "
+    "right, the spec's fabric.kind is not (roce for Ethernet, infiniband for IB)"
+)
 
 
 def _process_problem(process: NcclProcess, expected: ExpectedTransport) -> tuple[str, NcclLine] | None:
@@ -299,6 +326,9 @@ def judge_transport(
             parts.append(f"{', '.join(missing)} printed no line that says which network NCCL used")
         figures["failing_hosts"] = ", ".join(h or "?" for h in failing + tuple(missing))
         hint = expected.hint or _ANY_RDMA.hint
+        whys = [why for found in problems.values() for _, why, _ in found]
+        if whys and all(why.startswith("NCCL's HCAs run") for why in whys):
+            hint = _LINK_LAYER_HINT
         if missing and not problems:
             hint = "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; check that NCCL started on those nodes."
         return TransportJudgement(
