@@ -8,6 +8,8 @@ It lives in the clusterctl package (not in stacks/baremetal) because Pulumi pick
 provider by reference to its module: the provider host process must be able to import it.
 Credentials: ``CLUSTERCTL_BMC_USERNAME``/``CLUSTERCTL_BMC_PASSWORD`` in the environment, else
 the secret inputs ``bmc_username``/``bmc_password`` (Pulumi config secrets); never the spec.
+Transport: ``insecure_http``, ``verify_tls`` and ``ca_bundle`` (PEM text) from the plan's
+``baremetal.bmc`` (see :class:`~clusterctl.run.redfish.BmcTransport`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from clusterctl.run.redfish import (
     BmcCredentials,
@@ -28,6 +30,8 @@ from clusterctl.run.redfish import (
 
 # Changing any of these means another machine (or another address): replace, never update.
 REPLACE_ON = ("bmc", "hostname", "mac", "address")
+# Changing how the BMC is reached is an update in place: the machine stays as it is.
+UPDATE_ON = ("verify_tls", "ca_bundle", "insecure_http", "request_timeout_s")
 SECRET_PROPS = ("bmc_username", "bmc_password")
 
 
@@ -41,10 +45,14 @@ def _credentials(props: dict[str, Any]) -> BmcCredentials | None:
 
 
 def _client(props: dict[str, Any]) -> RedfishClient:
+    ca_bundle = props.get("ca_bundle")
     return RedfishClient(
         str(props["bmc"]),
         _credentials(props),
-        verify_tls=bool(props.get("verify_tls", True)),
+        # Strict unless the input says otherwise in so many words (a missing or odd value is strict).
+        verify_tls=props.get("verify_tls", True) is not False,
+        ca_bundle=str(ca_bundle) if ca_bundle else None,
+        insecure_http=props.get("insecure_http", False) is True,
         timeout=float(props.get("request_timeout_s", 15)),
     )
 
@@ -96,9 +104,15 @@ class RedfishNodeProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**_public(props), "power_state": state})
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """Another BMC, MAC or address is another node: replace it."""
+        """Another BMC, MAC or address is another node: replace it; new BMC transport settings: update."""
         replaces = [key for key in REPLACE_ON if olds.get(key) != news.get(key)]
-        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
+        updates = [key for key in UPDATE_ON if olds.get(key) != news.get(key)]
+        return DiffResult(changes=bool(replaces or updates), replaces=replaces, delete_before_replace=True)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Record the new transport settings (the node itself is not touched)."""
+        kept = {k: olds.get(k) for k in ("system", "power_state", "boot_target", "ready_after_s", "host_key")}
+        return UpdateResult(outs={**_public(news), **kept})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         """Power the node off (its disk is left as is)."""
@@ -120,6 +134,8 @@ class RedfishNodeArgs:
     ready_port: int = 22
     ready_timeout_s: int = 2700
     verify_tls: bool = True
+    ca_bundle: str | None = None
+    insecure_http: bool = False
     boot_mode: str | None = "UEFI"
     scan_host_key: bool = True
     poll_s: float = 5.0
@@ -143,6 +159,8 @@ class RedfishNode(Resource, module="clusterctl", name="RedfishNode"):
             "ready_port": args.ready_port,
             "ready_timeout_s": args.ready_timeout_s,
             "verify_tls": args.verify_tls,
+            "ca_bundle": args.ca_bundle,
+            "insecure_http": args.insecure_http,
             "boot_mode": args.boot_mode,
             "scan_host_key": args.scan_host_key,
             "poll_s": args.poll_s,
