@@ -44,6 +44,7 @@ from clusterctl.run.pulumi import (
     PulumiError,
     PulumiStack,
     StackTarget,
+    output_mapping,
     require_pulumi_cli,
 )
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys
@@ -269,7 +270,10 @@ class _Group:
             kind = self.cloud.provider
             raise ProviderError(f"{classify(kind, text)}: {_detail(kind, text)}") from None
         self.events.info(f"burst stack {stack.target.stack}: {result.describe()}", phase=PHASE)
-        nodes = {str(k): str(v) for k, v in dict(result.outputs.get("nodes") or {}).items()}
+        try:
+            nodes = output_mapping(result.outputs, "nodes", stack.target.stack)
+        except PulumiError as exc:
+            raise ProviderError(f"{self.cloud.provider} provider error: {exc}") from None
         missing = [h for h in active if not nodes.get(h)]
         if missing:
             raise ProviderError(

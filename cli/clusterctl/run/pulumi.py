@@ -219,12 +219,19 @@ def load_stack_module(provider: str) -> ModuleType:
 def _rendered_config(build_dir: Path, plan: Plan) -> dict[str, str]:
     """The stack configuration ``render`` wrote (``build/<cluster>/pulumi/Pulumi.<cluster>.yaml``)."""
     from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     path = build_dir / "pulumi" / f"Pulumi.{plan.cluster.name}.yaml"
     if not path.exists():
         return {}
-    data = YAML(typ="safe").load(path.read_text()) or {}
-    return {str(k): str(v) for k, v in (data.get("config") or {}).items()}
+    try:
+        data = YAML(typ="safe").load(path.read_text()) or {}
+    except (OSError, UnicodeDecodeError, YAMLError) as exc:
+        raise PulumiError(f"cannot read {path} ({type(exc).__name__}); run `clusterctl render` again") from None
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict | None):
+        raise PulumiError(f"{path} has no `config:` mapping; run `clusterctl render` again")
+    return {str(k): str(v) for k, v in (config or {}).items()}
 
 
 class PulumiStack:
@@ -431,6 +438,43 @@ class PulumiStack:
         return StackOutputs(
             values={k: v.value for k, v in raw.items()}, secret=frozenset(k for k, v in raw.items() if v.secret)
         )
+
+
+# A stack output clusterctl reads is a small mapping (host name -> address or host key).
+MAX_OUTPUT_ENTRIES = 100_000
+MAX_OUTPUT_VALUE_CHARS = 16_384
+
+
+def output_mapping(outputs: dict[str, Any], key: str, stack: str) -> dict[str, str]:
+    """The stack output ``key`` as host name -> text, checked (absent or null: empty).
+
+    Why: outputs come back from the engine and the cloud; a program bug or a provider answer of
+    the wrong shape must be a clear error naming the stack and output, not a traceback later.
+
+    Raises:
+        PulumiError: the output is not a mapping of short texts.
+    """
+    value = outputs.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PulumiError(
+            f"stack {stack}: output `{key}` is a {type(value).__name__}, not a mapping of host names to values; "
+            "the stack program and this clusterctl do not match (run `clusterctl render` and `clusterctl up` again)"
+        )
+    if len(value) > MAX_OUTPUT_ENTRIES:
+        raise PulumiError(f"stack {stack}: output `{key}` has {len(value)} entries; at most {MAX_OUTPUT_ENTRIES}")
+    out: dict[str, str] = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not isinstance(item, str | None) or len(item or "") > MAX_OUTPUT_VALUE_CHARS:
+            what = f"{len(item)} characters long" if isinstance(item, str) else f"a {type(item).__name__}"
+            raise PulumiError(
+                f"stack {stack}: output `{key}` has an entry {str(name)[:60]!a} whose value is {what}, not a short "
+                "text; the stack program and this clusterctl do not match"
+            )
+        if item is not None:
+            out[name] = item
+    return out
 
 
 def _counts(ops: Any) -> dict[str, int]:
