@@ -35,6 +35,7 @@ from clusterctl.spec.types import (
     NetdevName,
     NonNegativeInt,
     PositiveInt,
+    RailDevice,
     SafeName,
     SlurmTime,
     Url,
@@ -112,12 +113,21 @@ class HardwareProfile(StrictModel):
     gpus: GpuSpec | None = Field(None, description="GPUs; absent for CPU-only servers.")
     cpus: CpuSpec = Field(description="CPU topology.")
     memory_gib: PositiveInt = Field(description="System memory in GiB.")
-    rails: list[str] = Field(
+    rails: list[RailDevice] = Field(
         default_factory=list,
-        description="Compute-fabric HCA for GPU 0..N-1 (rail i belongs to GPU i).",
-        examples=[["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]],
+        description=(
+            "Compute-fabric HCA for GPU 0..N-1 (rail i belongs to GPU i), each by PCI address (stable on every "
+            "image) or by RDMA device name (where the image fixes names, e.g. DOCA/MOFED or DGX OS). Nodes map "
+            "them to their actual RDMA device and netdev names from sysfs at converge time."
+        ),
+        examples=[
+            ["0000:18:00.0", "0000:40:00.0", "0000:4f:00.0", "0000:5e:00.0"],
+            ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"],
+        ],
     )
-    storage_nics: list[str] = Field(default_factory=list, description="HCAs of the storage network.")
+    storage_nics: list[RailDevice] = Field(
+        default_factory=list, description="HCAs of the storage network, by PCI address or RDMA device name."
+    )
     storage_netdevs: list[NetdevName] = Field(
         default_factory=list, description="IPoIB/Ethernet interfaces of the storage NICs (LNet, Weka net=)."
     )
@@ -166,6 +176,51 @@ class NodeGroup(StrictModel):
 # --- fabric ------------------------------------------------------------------------------------
 
 
+class OpenSmHost(StrictModel):
+    """A host that runs the InfiniBand subnet manager (opensm), with its priority."""
+
+    host: HostLabel = Field(description="Hostname of a node of the plan.", examples=["ctl001"])
+    priority: int | None = Field(
+        None,
+        ge=0,
+        le=15,
+        strict=True,
+        description=(
+            "SM priority, opensm -p / sm_priority: 0 (lowest) to 15; the highest becomes master, the others wait "
+            "as standby (default: 15 for the first host listed, 14 for the second, ...)."
+        ),
+    )
+    port: RailDevice | None = Field(
+        None,
+        description=(
+            "HCA whose port 1 opensm binds to (opensm -g <port GUID>), by PCI address or RDMA device name; the "
+            "node reads the port GUID from sysfs (default: the host's first rail)."
+        ),
+        examples=["0000:18:00.0"],
+    )
+
+
+class IpoibSpec(StrictModel):
+    """IPoIB on the rails (storage traffic or bootstrap over the compute fabric)."""
+
+    networks: list[IPv4NetworkValue] = Field(
+        min_length=1,
+        description=(
+            "One IPv4 network per rail: rail i of every node with rails gets an address in networks[i], at the "
+            "same host offset as its management address. Rails beyond the list get no IPoIB address."
+        ),
+        examples=[["10.40.0.0/16", "10.41.0.0/16"]],
+    )
+    mode: Literal["datagram", "connected"] = Field("datagram", description="IPoIB transport mode.")
+    mtu: int | None = Field(
+        None,
+        ge=1280,
+        le=65520,
+        strict=True,
+        description="Interface MTU (default: 2044 in datagram mode, 65520 in connected mode).",
+    )
+
+
 class Fabric(StrictModel):
     """The compute (east-west) fabric."""
 
@@ -180,8 +235,18 @@ class Fabric(StrictModel):
     oversubscription: PositiveInt = Field(1, description="N for N:1 downlink:uplink at the leaf.")
     nodes_per_rack: PositiveInt | None = Field(None, description="Nodes per rack (rack-leaf layout).")
     subnet_manager: Literal["switch", "opensm", "ufm"] = Field(
-        "switch", description="Where the InfiniBand subnet manager runs."
+        "switch",
+        description=(
+            "Where the InfiniBand subnet manager runs: switch (the managed switches' SM) or ufm (NVIDIA UFM) put "
+            "nothing on the nodes; opensm runs it on the hosts in opensm_hosts, nowhere else."
+        ),
     )
+    opensm_hosts: list[OpenSmHost] = Field(
+        default_factory=list,
+        description="With subnet_manager: opensm, the hosts that run opensm (two, for failover), with priorities.",
+        examples=[[{"host": "ctl001", "priority": 15}, {"host": "ctl002", "priority": 14}]],
+    )
+    ipoib: IpoibSpec | None = Field(None, description="IPoIB addresses on the rails (InfiniBand only).")
     sharp: StrictBool = Field(False, description="Enable SHARP in-network reductions.")
 
 
