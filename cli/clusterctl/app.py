@@ -92,10 +92,11 @@ class App:
                 f" [bold]{escape(finding.dotted_path)}[/bold]"
             )
             self.err.print(f"  {escape(finding.message)}")
-            if finding.file and finding.line:
+            # Files from outside the spec (machines.csv) are never quoted beyond what the message says.
+            if finding.file and finding.line and finding.extra.get("quote_source", True):
                 if finding.file not in sources:
                     try:
-                        with open(finding.file, encoding="utf-8") as handle:
+                        with open(finding.file, encoding="utf-8", errors="replace") as handle:
                             sources[finding.file] = handle.read().splitlines()
                     except OSError:
                         sources[finding.file] = []

@@ -87,7 +87,7 @@ def _load_machines(spec: Spec, base_dir: Path) -> dict[str, Machine]:
     if spec.provider.kind != "baremetal":
         return {}
     try:
-        return {m.hostname: m for m in read_machines(base_dir / spec.provider.machines)}
+        return {m.hostname: m for m in read_machines(base_dir, spec.provider.machines)}
     except MachinesError:
         return {}
 
@@ -641,7 +641,7 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
         workload=workload,
         monitoring=monitoring,
         cloud=resolve_cloud(spec, nodes),
-        baremetal=resolve_baremetal(spec, nodes),
+        baremetal=resolve_baremetal(spec, nodes, base_dir),
         burst_cloud=resolve_burst_cloud(spec, nodes),
     )
 

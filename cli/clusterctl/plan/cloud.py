@@ -10,6 +10,7 @@ with what the cloud runs.
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
 
 from clusterctl.catalog.cloud_services import (
     AMLFS_TIERS,
@@ -25,12 +26,14 @@ from clusterctl.plan.models import (
     BaremetalMachinePlan,
     BaremetalPlan,
     BastionPlan,
+    BmcPlan,
     CloudInstanceGroupPlan,
     CloudPlan,
     CloudSubnetPlan,
     ManagedLustrePlan,
     PlanNode,
 )
+from clusterctl.spec.machines import MachinesError, read_ca_bundle
 from clusterctl.spec.models import LustreStorage, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, CloudProvider, GcpProvider
 
@@ -318,7 +321,25 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
     )
 
 
-def resolve_baremetal(spec: Spec, nodes: list[PlanNode]) -> BaremetalPlan | None:
+def _bmc_plan(provider: BaremetalProvider, base_dir: Path) -> BmcPlan:
+    """The BMC transport settings, with the CA bundle's PEM text (the run reads only the build dir)."""
+    settings = provider.bmc
+    pem = None
+    if settings.ca_bundle is not None:
+        try:
+            pem = read_ca_bundle(base_dir, settings.ca_bundle)
+        except MachinesError:
+            # Rule BMC001 reports why; verification then stays on, against the system CAs.
+            pem = None
+    return BmcPlan(
+        insecure_http=settings.insecure_http,
+        verify_tls=settings.verify_tls,
+        ca_bundle_file=settings.ca_bundle,
+        ca_bundle=pem,
+    )
+
+
+def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()) -> BaremetalPlan | None:
     """The PXE/BMC section of the plan, or None when the spec is not bare metal."""
     provider = spec.provider
     if not isinstance(provider, BaremetalProvider):
@@ -360,7 +381,7 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode]) -> BaremetalPlan | None
         http_url=f"http://{pxe}:{provider.http_port}",
         installer_iso=provider.installer_iso or DEFAULT_INSTALLER_ISO.get(spec.os, ""),
         boot_mode=provider.boot_mode,
-        bmc_verify_tls=provider.bmc_verify_tls,
+        bmc=_bmc_plan(provider, base_dir),
         ready_port=provider.ready_port,
         ready_timeout_s=provider.ready_timeout.seconds,
         ssh_user=provider.ssh_user,

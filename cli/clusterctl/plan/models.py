@@ -491,6 +491,15 @@ class AutoinstallGroupPlan(PlanModel):
     install_disk: str | None = None
 
 
+class BmcPlan(PlanModel):
+    """How the Redfish client reaches the BMCs (the spec's ``provider.bmc``, the CA bundle read in)."""
+
+    insecure_http: bool = False
+    verify_tls: bool = True
+    ca_bundle_file: str | None = Field(None, description="the spec's ca_bundle path (for messages)")
+    ca_bundle: str | None = Field(None, description="PEM text of the only CAs trusted for the BMCs")
+
+
 class BaremetalPlan(PlanModel):
     """PXE (dnsmasq + autoinstall) and Redfish facts of a bare-metal cluster."""
 
@@ -502,7 +511,7 @@ class BaremetalPlan(PlanModel):
     http_url: str
     installer_iso: str
     boot_mode: Literal["UEFI", "Legacy"]
-    bmc_verify_tls: bool
+    bmc: BmcPlan = Field(default_factory=BmcPlan)
     ready_port: int
     ready_timeout_s: int
     ssh_user: str

@@ -5,6 +5,7 @@ Sources for the facts behind the rules are in ``clusterctl.catalog``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -25,7 +26,7 @@ from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.plan.build import FIRST_HOST_OFFSET, STATE_BYTES_PER_PARAM
 from clusterctl.rules.engine import RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
-from clusterctl.spec.machines import MachinesError, read_machines
+from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines
 from clusterctl.spec.models import LustreStorage, NfsStorage, WekaStorage
 
 _HOST_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -500,24 +501,33 @@ def model_state_fits(ctx: RuleContext) -> Iterator[Finding]:
 # --- phase 2: bare metal ----------------------------------------------------------------------------
 
 
+def _unquoted(finding: Finding) -> Finding:
+    """A finding inside machines.csv: the reporter must not print the file's line (it may be anything)."""
+    return dataclasses.replace(finding, extra={**finding.extra, "quote_source": False})
+
+
 @rule("MCH001", "machines-match-plan", Level.ERROR, tags=("baremetal",))
 def machines_match_plan(ctx: RuleContext) -> Iterator[Finding]:
-    """machines.csv has exactly one row per planned bare-metal node, with unique BMCs and MACs."""
+    """machines.csv is a valid file beside the spec with one row per planned bare-metal node, unique BMCs and MACs."""
     spec = ctx.spec
     if spec.provider.kind != "baremetal":
         return
     path = ctx.base_dir / spec.provider.machines
     try:
-        machines = read_machines(path)
+        machines = read_machines(ctx.base_dir, spec.provider.machines)
     except MachinesError as exc:
-        yield machines_match_plan.finding(
-            ("provider", "machines"),
-            f"{exc}.",
-            "Fix machines.csv (hostname,bmc,mac,rack).",
-            file=str(path) if exc.line else "",
-            line=exc.line,
-            column=1 if exc.line else 0,
-        )
+        for problem in exc.problems:
+            yield _unquoted(
+                machines_match_plan.finding(
+                    ("provider", "machines"),
+                    problem.message[:1].upper() + problem.message[1:] + ("" if problem.message.endswith(".") else "."),
+                    "Fix machines.csv (hostname,bmc,mac,rack)." if problem.line else "",
+                    # Problems with the path itself point at the spec's `machines:`; the others into the file.
+                    file=str(path) if problem.line else "",
+                    line=problem.line,
+                    column=problem.column or (1 if problem.line else 0),
+                )
+            )
         return
     planned = [n.hostname for n in ctx.require_plan().nodes if not n.burst]
     rows = {m.hostname: m for m in machines}
@@ -534,30 +544,80 @@ def machines_match_plan(ctx: RuleContext) -> Iterator[Finding]:
         for m in machines:
             value = getattr(m, field_name).lower()
             if value in seen:
-                yield machines_match_plan.finding(
+                yield _unquoted(
+                    machines_match_plan.finding(
+                        ("provider", "machines"),
+                        f"{field_name} `{value}` appears on lines {seen[value]} and {m.line}.",
+                        file=str(path),
+                        line=m.line,
+                        column=m.column(field_name),
+                    )
+                )
+            seen[value] = m.line
+    insecure_ok = spec.provider.bmc.insecure_http
+    for m in machines:
+        if m.hostname not in planned_set:
+            yield _unquoted(
+                machines_match_plan.finding(
                     ("provider", "machines"),
-                    f"{field_name} `{value}` appears on lines {seen[value]} and {m.line}.",
+                    f"Row for `{m.hostname}` matches no planned node; it will be ignored.",
+                    "Remove it, or check the node groups' counts and hostname patterns.",
+                    level=Level.WARNING,
                     file=str(path),
                     line=m.line,
                     column=1,
                 )
-            seen[value] = m.line
-    for m in machines:
-        if m.hostname not in planned_set:
-            yield machines_match_plan.finding(
-                ("provider", "machines"),
-                f"Row for `{m.hostname}` matches no planned node; it will be ignored.",
-                "Remove it, or check the node groups' counts and hostname patterns.",
-                level=Level.WARNING,
-                file=str(path),
-                line=m.line,
-                column=1,
             )
-        if not re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", m.mac.lower()):
-            yield machines_match_plan.finding(
-                ("provider", "machines"),
-                f"`{m.mac}` is not a MAC address (aa:bb:cc:dd:ee:ff).",
-                file=str(path),
-                line=m.line,
-                column=1,
+        if m.bmc.lower().startswith("http://") and not insecure_ok:
+            yield _unquoted(
+                machines_match_plan.finding(
+                    ("provider", "machines"),
+                    f"BMC `{m.bmc}` is plain http: the BMC credentials and power commands would cross the network "
+                    "unencrypted.",
+                    "Write it as https://..., or, for a lab BMC or an emulator only, set `bmc: {insecure_http: true}` "
+                    "in the spec's provider block.",
+                    file=str(path),
+                    line=m.line,
+                    column=m.column("bmc"),
+                )
+            )
+
+
+@rule("BMC001", "bmc-transport", Level.ERROR, phase=1, tags=("baremetal",))
+def bmc_transport(ctx: RuleContext) -> Iterator[Finding]:
+    """The BMC CA bundle is a usable PEM file beside the spec; weakened BMC transport and old keys are flagged."""
+    provider = ctx.spec.provider
+    if provider.kind != "baremetal":
+        return
+    bmc = provider.bmc
+    if provider.bmc_verify_tls is not None:
+        yield bmc_transport.finding(
+            ("provider", "bmc_verify_tls"),
+            "`bmc_verify_tls` is deprecated; it still works and sets `bmc.verify_tls`.",
+            f"Write `bmc: {{verify_tls: {str(provider.bmc_verify_tls).lower()}}}` instead.",
+            level=Level.WARNING,
+        )
+    if bmc.insecure_http:
+        yield bmc_transport.finding(
+            ("provider", "bmc", "insecure_http"),
+            "`insecure_http: true` lets http:// BMCs receive their credentials and power commands in clear text.",
+            "Use it only on an isolated lab network or with an emulator; every run warns about it.",
+            level=Level.WARNING,
+        )
+    if not bmc.verify_tls:
+        yield bmc_transport.finding(
+            ("provider", "bmc", "verify_tls") if provider.bmc_verify_tls is None else ("provider", "bmc_verify_tls"),
+            "BMC certificates are not verified: anyone on the BMC network can pose as a BMC and read its credentials.",
+            "Give the CA that signed the BMC certificates as `bmc: {ca_bundle: <file.pem>}` instead.",
+            level=Level.WARNING,
+        )
+    if bmc.ca_bundle is not None:
+        try:
+            read_ca_bundle(ctx.base_dir, bmc.ca_bundle)
+        except MachinesError as exc:
+            message = str(exc)
+            yield bmc_transport.finding(
+                ("provider", "bmc", "ca_bundle"),
+                message[:1].upper() + message[1:] + ("" if message.endswith(".") else "."),
+                "Put the PEM file of the BMCs' CA next to the spec and name it here.",
             )

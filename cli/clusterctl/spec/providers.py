@@ -9,9 +9,9 @@ and who may reach the cluster over SSH. Secrets (BMC credentials, keys) are neve
 from __future__ import annotations
 
 from ipaddress import IPv4Network
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool
+from pydantic import Field, StrictBool, model_validator
 
 from clusterctl.catalog.cloud_services import DEFAULT_AWS_OFI_NCCL, DEFAULT_EFA_INSTALLER
 from clusterctl.spec.base import StrictModel
@@ -54,12 +54,51 @@ class LocalProvider(StrictModel):
     )
 
 
+class BmcSettings(StrictModel):
+    """How clusterctl talks to the BMCs over Redfish: https with verified certificates unless said otherwise."""
+
+    insecure_http: StrictBool = Field(
+        False,
+        description=(
+            "Allow `http://` BMC addresses in machines.csv. The BMC credentials and power commands then cross the "
+            "network in clear text; every run warns. Only for lab BMCs and emulators."
+        ),
+    )
+    verify_tls: StrictBool = Field(
+        True,
+        description=(
+            "Verify the BMCs' HTTPS certificates and host names. false lets anyone on the BMC network pose as a "
+            "BMC and read its credentials (every run warns); give ca_bundle for self-signed certificates instead."
+        ),
+    )
+    ca_bundle: RelativePath | None = Field(
+        None,
+        description=(
+            "PEM file of the CA(s) that signed the BMCs' certificates, relative to the spec file (and inside its "
+            "directory). When set, only these CAs are trusted for the BMCs."
+        ),
+        examples=["bmc-ca.pem"],
+    )
+
+    @model_validator(mode="after")
+    def _ca_bundle_needs_verification(self) -> BmcSettings:
+        if self.ca_bundle is not None and not self.verify_tls:
+            raise ValueError(
+                "`ca_bundle` is given but `verify_tls` is false, so the bundle would not be used; remove "
+                "`verify_tls: false` to verify the BMCs against the bundle"
+            )
+        return self
+
+
 class BaremetalProvider(StrictModel):
     """Physical servers driven through their BMCs (Redfish) and PXE."""
 
     kind: Literal["baremetal"] = Field(description="Bare-metal servers.")
     machines: RelativePath = Field(
-        description="CSV of machines (hostname,bmc,mac,rack), relative to the spec file.",
+        description=(
+            "CSV of machines (hostname,bmc,mac,rack), relative to the spec file and inside its directory (no "
+            "absolute path, `..` or symlink leading out of it)."
+        ),
         examples=["machines.csv"],
     )
     pxe_interface: NetdevName = Field("eno1", description="Provisioning interface the PXE server listens on.")
@@ -80,8 +119,14 @@ class BaremetalProvider(StrictModel):
     boot_mode: Literal["UEFI", "Legacy"] = Field(
         "UEFI", description="Firmware boot mode of the one-time PXE boot override (Redfish BootSourceOverrideMode)."
     )
-    bmc_verify_tls: StrictBool = Field(
-        True, description="Verify the BMCs' HTTPS certificates; set false only for self-signed BMC certificates."
+    bmc: BmcSettings = Field(
+        default_factory=BmcSettings,
+        description="How the BMCs are reached over Redfish (https, certificate verification, CA bundle).",
+        examples=[{"verify_tls": True, "ca_bundle": "bmc-ca.pem"}],
+    )
+    bmc_verify_tls: StrictBool | None = Field(
+        None,
+        description="Deprecated: write `bmc: {verify_tls: ...}`. Still honoured: it sets `bmc.verify_tls`.",
     )
     ready_port: PositiveInt = Field(22, description="TCP port that answers once a node has installed and booted.")
     ready_timeout: DurationValue = Field(
@@ -104,6 +149,23 @@ class BaremetalProvider(StrictModel):
         ),
         examples=[["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example.com"]],
     )
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bmc_verify_tls_sets_bmc(cls, data: Any) -> Any:
+        """The deprecated ``bmc_verify_tls`` keeps working: it sets ``bmc.verify_tls`` (rule BMC001 warns)."""
+        if not isinstance(data, dict) or not isinstance(data.get("bmc_verify_tls"), bool):
+            return data
+        bmc = data.get("bmc", {})
+        if not isinstance(bmc, dict):
+            return data
+        if "verify_tls" in bmc and bmc["verify_tls"] != data["bmc_verify_tls"]:
+            raise ValueError(
+                "`bmc_verify_tls` (deprecated) and `bmc.verify_tls` disagree; remove `bmc_verify_tls` and keep "
+                "`bmc.verify_tls`"
+            )
+        return {**data, "bmc": {**bmc, "verify_tls": data["bmc_verify_tls"]}}
 
 
 class CloudProviderBase(StrictModel):

@@ -119,6 +119,8 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
     ("HW002", _gpu(spares=1), Level.WARNING, "spare(s) for 32 nodes", "nodes[2].spares"),
     ("WRK001", _set("workload.model_params_b", 2000), Level.ERROR, "exceeds the cluster's", "workload.model_params_b"),
     ("MCH001", _drop_machine_row, Level.ERROR, "has no row", "provider.machines"),
+    ("BMC001", _set("provider.bmc", {"ca_bundle": "bmc-ca.pem"}), Level.ERROR, "does not exist", "provider.bmc.ca_bundle"),
+    ("BMC001", _set("provider.bmc_verify_tls", False), Level.WARNING, "deprecated", "provider.bmc_verify_tls"),
 ]
 
 

@@ -5,20 +5,22 @@ provision: publish clusterctl's public key where the autoinstall fetches it
 run ``stacks/baremetal`` (Redfish: one-time PXE boot, power on, wait for SSH, record the host
 key the node generated), then write the SSH inventory with those keys. destroy: power the
 machines off (disks are left alone). BMC credentials: ``CLUSTERCTL_BMC_USERNAME`` and
-``CLUSTERCTL_BMC_PASSWORD`` (or the stack's secret config), never the spec.
+``CLUSTERCTL_BMC_PASSWORD`` (or the stack's secret config), never the spec. How the BMCs are
+reached (https, certificate checks, CA bundle) comes from ``plan.baremetal.bmc``; a weakened
+setting is warned about once per run, here, before any BMC is contacted.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from clusterctl.plan.models import Plan
+from clusterctl.plan.models import BaremetalPlan, Plan
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.cloud import Confirm, default_confirm
 from clusterctl.run.providers.ssh_inventory import KNOWN_HOSTS_FILE, hosts_from_outputs, write_ssh_inventory
-from clusterctl.run.pulumi import PulumiError, PulumiStack, require_pulumi_cli
-from clusterctl.run.redfish import BmcCredentials
+from clusterctl.run.pulumi import PulumiError, PulumiStack, output_mapping, require_pulumi_cli
+from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
 from clusterctl.run.sshkeys import ensure_client_key
 
 PHASE = "provision"
@@ -32,6 +34,29 @@ def publish_public_key(build_dir: Path, public_key: str, extra: list[str]) -> Pa
     path.write_text("\n".join([public_key, *extra]) + "\n")
     path.chmod(0o644)
     return path
+
+
+def check_bmc_transport(bm: BaremetalPlan, events: EventBus) -> None:
+    """Refuse a plan whose CA bundle went missing; warn (once) about weakened BMC transport settings.
+
+    Raises:
+        ProviderError: the spec names a CA bundle the plan does not hold, or the bundle is unusable.
+    """
+    settings = bm.bmc
+    if settings.ca_bundle_file is not None and settings.ca_bundle is None:
+        raise ProviderError(
+            f"the spec names the BMC CA bundle {settings.ca_bundle_file!a} but the plan holds no certificate from it "
+            "(`clusterctl validate` says why); fix the file and run `clusterctl render` again"
+        )
+    transport = BmcTransport(
+        insecure_http=settings.insecure_http, verify_tls=settings.verify_tls, ca_bundle=settings.ca_bundle
+    )
+    try:
+        tls_context(transport)
+    except RedfishError as exc:
+        raise ProviderError(str(exc)) from None
+    for warning in transport.warnings():
+        events.info(warning, phase=PHASE, status="warning")
 
 
 class BaremetalProvider:
@@ -48,6 +73,7 @@ class BaremetalProvider:
         bm = plan.baremetal
         if bm is None:
             raise ProviderError("the plan is not a bare-metal plan; re-render it with `clusterctl render`")
+        check_bmc_transport(bm, events)
         if BmcCredentials.from_env() is None:
             events.info(
                 "CLUSTERCTL_BMC_USERNAME/CLUSTERCTL_BMC_PASSWORD are not set: the BMC credentials must be in the "
@@ -84,6 +110,8 @@ class BaremetalProvider:
         require_pulumi_cli()
         if not yes and not self.confirm(f"Power off every machine of {plan.cluster.name}?"):
             raise ProviderError("not destroyed: not confirmed")
+        if plan.baremetal is not None:
+            check_bmc_transport(plan.baremetal, events)
         try:
             summary = PulumiStack(plan, build_dir, state_dir, events=events).destroy()
         except PulumiError as exc:
@@ -95,10 +123,11 @@ class BaremetalProvider:
         names = [n.hostname for n in plan.nodes if not n.burst]
         try:
             require_pulumi_cli()
-            nodes = dict(PulumiStack(plan, state_dir, state_dir).outputs().values.get("nodes") or {})
+            stack = PulumiStack(plan, state_dir, state_dir)
+            nodes = output_mapping(stack.outputs().values, "nodes", stack.target.stack)
         except (PulumiError, ProviderError) as exc:
             return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
         return {name: "installed" if name in nodes else "missing" for name in names}
 
 
-__all__ = ["BaremetalProvider", "publish_public_key"]
+__all__ = ["BaremetalProvider", "check_bmc_transport", "publish_public_key"]
