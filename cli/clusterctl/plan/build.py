@@ -44,6 +44,7 @@ from clusterctl.plan.models import (
     WorkloadPlan,
 )
 from clusterctl.plan.nccl import nccl_profiles
+from clusterctl.plan.rdma import apply_rdma
 from clusterctl.spec.machines import Machine, MachinesError, read_machines
 from clusterctl.spec.models import HardwareProfile, LustreStorage, NfsStorage, Spec, WekaStorage
 
@@ -154,6 +155,7 @@ def _resolve_nodes(spec: Spec, base_dir: Path) -> tuple[list[PlanNode], list[str
                     gpu_model=profile.gpus.model if profile.gpus else None,
                     gres_type=gpu.gres_type if gpu else None,
                     rails=list(profile.rails),
+                    storage_nics=list(profile.storage_nics),
                     storage_netdevs=list(profile.storage_netdevs),
                     power_w=power,
                     bmc=machine.bmc if machine else None,
@@ -579,6 +581,7 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
     """
     nodes, assumptions = _resolve_nodes(spec, base_dir)
     fabric, switches, blocks = _resolve_fabric(spec, nodes)
+    apply_rdma(spec, nodes, fabric)
     slurm = _resolve_slurm(spec, nodes, switches, blocks, fabric)
     nccl = nccl_profiles(spec)
     _job_scripts(spec, nodes, nccl, slurm)

@@ -37,7 +37,9 @@ class PlanNode(PlanModel):
     gpu_model: str | None = None
     gres_type: str | None = None
     rails: list[str] = Field(default_factory=list)
+    storage_nics: list[str] = Field(default_factory=list, description="storage HCAs (PCI address or RDMA device)")
     storage_netdevs: list[str] = Field(default_factory=list)
+    ipoib: list[str] = Field(default_factory=list, description="IPoIB address (CIDR) of rail i, for rail 0..")
     su: int | None = Field(None, description="scalable unit (1-based) for rail-optimized fabrics")
     leaves: list[str] = Field(default_factory=list, description="leaf switch of each rail, in rail order")
     topology_switch: str | None = None
@@ -80,6 +82,14 @@ class ScalableUnit(PlanModel):
     leaves: list[str]
 
 
+class OpenSmPlacement(PlanModel):
+    """A host that runs opensm (fabric.subnet_manager: opensm), never any other."""
+
+    host: str
+    priority: int = Field(description="opensm -p / sm_priority, 0..15; the highest is master")
+    port: str | None = Field(None, description="HCA (PCI address or RDMA device) whose port 1 opensm binds to")
+
+
 class FabricPlan(PlanModel):
     """The compute fabric as sized."""
 
@@ -102,6 +112,9 @@ class FabricPlan(PlanModel):
     max_endpoints_3tier: int
     endpoints: int
     subnet_manager: str = "switch"
+    opensm: list[OpenSmPlacement] = Field(default_factory=list)
+    ipoib_mode: str | None = None
+    ipoib_mtu: int | None = None
     sharp: bool = False
     sus: list[ScalableUnit] = Field(default_factory=list)
     leaves: list[LeafPlan] = Field(default_factory=list)

@@ -86,7 +86,7 @@ def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str]
 
 def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
     """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed)."""
-    from clusterctl.rules import burst, checks, cloud  # noqa: F401  (registers the rules)
+    from clusterctl.rules import burst, checks, cloud, rdma  # noqa: F401  (registers the rules)
 
     skipped = set(skip)
     unknown = skipped - set(RULES) - {r.code for r in RULES.values()}
