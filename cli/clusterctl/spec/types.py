@@ -950,3 +950,51 @@ The node resolves either to its RDMA device and netdev at converge time (roles/r
 def is_pci_address(value: str) -> bool:
     """Whether a :data:`RailDevice` value names a PCI function rather than an RDMA device."""
     return ":" in value
+
+# --- added for outside (machines.csv, BMCs) ---
+
+_REDFISH_SYSTEM_PATH = r"/redfish/v1/Systems/[A-Za-z0-9._~-]+/?"
+
+
+def _bmc_address_problem(value: str) -> str | None:
+    from ipaddress import IPv6Address  # local: keeps this addition apart from the module's imports
+
+    url = "https://" + value.removeprefix("redfish://") if value.startswith("redfish://") else value
+    url = url if "://" in url else "https://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http"):
+        return "write https://host (or http://host, which needs provider.bmc.insecure_http: true)"
+    if "@" in parts.netloc:
+        return "credentials in the address are not allowed; they come from CLUSTERCTL_BMC_USERNAME/PASSWORD"
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        return "the port must be a number from 1 to 65535"
+    if port == 0:
+        return "the port must be a number from 1 to 65535"
+    if parts.netloc.startswith("["):
+        try:
+            IPv6Address(host)
+        except ValueError:
+            return f"{show(host)} in brackets is not an IPv6 address"
+    elif not re.fullmatch(_hostname.pattern, host, re.ASCII) or _ipv4_lookalike(host):
+        return f"{show(host)} is not a host name or IPv4 address"
+    if parts.path not in ("", "/") and not re.fullmatch(_REDFISH_SYSTEM_PATH, parts.path, re.ASCII):
+        return "a path may only name the system, as /redfish/v1/Systems/<id>"
+    return _segments_problem(parts.path)
+
+
+_bmc_address = TextCheck(
+    what="a BMC address",
+    pattern=rf"(?:(?:https?|redfish)://)?[A-Za-z0-9.:\[\]-]+(?:{_REDFISH_SYSTEM_PATH}|/)?",
+    allowed=(
+        "a host, host:port, https://host[:port] or https://host/redfish/v1/Systems/<id>, without user, "
+        "query or spaces, e.g. 10.10.0.11 or https://bmc-gpu001.mgmt:443"
+    ),
+    max_length=512,
+    examples=("10.10.0.11", "https://bmc-gpu001.mgmt/redfish/v1/Systems/1"),
+    extra=_bmc_address_problem,
+)
+BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
+"""A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
