@@ -48,6 +48,7 @@ from clusterctl.run.pulumi import (
     require_pulumi_cli,
 )
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys
+from clusterctl.run.state import open_lock, write_atomic
 
 PHASE = "burst"
 PROGRAM = "burst"  # stacks/burst
@@ -137,16 +138,12 @@ def write_state(state_dir: Path, group: str, state: GroupState) -> None:
     """Persist the group's state atomically (a crash leaves the old or the new file)."""
     path = state_path(state_dir, group)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(
-        json.dumps(
-            {"active": state.active, "converged": state.converged, "addresses": state.addresses},
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n"
+    text = json.dumps(
+        {"active": state.active, "converged": state.converged, "addresses": state.addresses},
+        indent=2,
+        sort_keys=True,
     )
-    tmp.replace(path)
+    write_atomic(path, (text + "\n").encode(), 0o600)
 
 
 def active_hosts(state_dir: Path, group: str) -> list[str]:
@@ -159,7 +156,7 @@ def group_lock(state_dir: Path, group: str) -> Iterator[None]:
     """Exclusive lock of one group's active set and stack."""
     path = state_path(state_dir, group).with_suffix(".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
+    with open_lock(path) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

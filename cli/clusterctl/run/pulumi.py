@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import secrets
 import shutil
 import sys
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clusterctl.paths import stacks_dir
 from clusterctl.plan.models import Plan
+from clusterctl.run.state import ensure_secret, ensure_secrets_dir
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -134,17 +134,15 @@ def backend_dir(state_dir: Path) -> Path:
 
 
 def ensure_passphrase(state_dir: Path) -> Path:
-    """The passphrase file of the cluster's stacks, generated once (0600 in a 0700 directory)."""
-    folder = state_dir / "secrets"
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    path = folder / PASSPHRASE_FILE
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(32))
-    path.chmod(0o600)
-    return path
+    """The passphrase file of the cluster's stacks, generated once (0600 in a 0700 directory).
+
+    Created atomically and checked when reused like every secret (``run.state``).
+
+    Raises:
+        StateDirError: the state directory or the file is a link, another user's, or open to others.
+    """
+    folder = ensure_secrets_dir(state_dir, state_dir / "secrets")
+    return ensure_secret(folder / PASSPHRASE_FILE, secrets.token_urlsafe(32).encode(), 0o600)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from clusterctl.run.state import (
     StateDirError,
-    check_private_dir,
     check_secret,
-    ensure_private_dir,
+    ensure_secrets_dir,
     read_text_nofollow,
     write_atomic,
 )
@@ -70,15 +69,6 @@ def public_of(private: str) -> str | None:
     return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
-def _secrets_dir(state_dir: Path, folder: Path) -> None:
-    """Check ``state_dir`` (creating it 0700 when missing) and create/check the secret folders below it."""
-    if not os.path.lexists(state_dir):
-        state_dir.parent.mkdir(parents=True, exist_ok=True)
-        ensure_private_dir(state_dir)
-    check_private_dir(state_dir)
-    ensure_private_dir(folder, base=state_dir)
-
-
 def _load_or_create(private_path: Path, comment: str, *, retry: bool = True) -> KeyPair:
     public_path = private_path.with_name(private_path.name + ".pub")
     private = read_text_nofollow(private_path, "private key") if check_secret(private_path) else None
@@ -111,7 +101,7 @@ def ensure_client_key(state_dir: Path, cluster: str) -> tuple[Path, KeyPair]:
             or open to group/others.
     """
     path = state_dir / "secrets" / CLIENT_KEY
-    _secrets_dir(state_dir, path.parent)
+    ensure_secrets_dir(state_dir, path.parent)
     return path, _load_or_create(path, f"clusterctl@{cluster}")
 
 
@@ -122,7 +112,7 @@ def ensure_host_keys(state_dir: Path, names: list[str]) -> dict[str, KeyPair]:
         StateDirError: as ``ensure_client_key``, or a name that is not a plain file name.
     """
     folder = state_dir / "secrets" / HOST_KEYS_DIR
-    _secrets_dir(state_dir, folder)
+    ensure_secrets_dir(state_dir, folder)
     for name in names:
         if not name or name.startswith(".") or "/" in name or "\0" in name:
             raise StateDirError(f"refusing to keep a host key named {name!r}: not a plain file name.")

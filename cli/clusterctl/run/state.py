@@ -137,11 +137,28 @@ def ensure_private_dir(path: Path, *, base: Path | None = None) -> Path:
     return path
 
 
+def ensure_secrets_dir(state_dir: Path, folder: Path) -> Path:
+    """Check ``state_dir`` (created 0700 when missing), then create/check each directory down to ``folder``.
+
+    For code that gets a cluster's state directory as a path (SSH keys, the Pulumi passphrase,
+    the burst controller's state). ``state_dir`` itself is not tightened: on the burst
+    controller it is a root-owned 0750 directory made by the role.
+
+    Raises:
+        StateDirError: one of them is a link, another user's, or group/world writable.
+    """
+    if not os.path.lexists(state_dir):
+        state_dir.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(state_dir)
+    check_private_dir(state_dir)
+    return ensure_private_dir(folder, base=state_dir)
+
+
 def check_secret(path: Path, mode: int = 0o600) -> bool:
     """Check a secret before it is reused; returns False when it is absent or empty (make a new one).
 
-    The file must be a regular file (not a link) owned by the current user and unreadable by
-    group and others; its mode is then set to ``mode`` (only ever tightened).
+    The file must be a regular file (not a link) owned by the current user with no group or
+    other permission; its owner bits are then set to ``mode`` (0400 for the munge key).
 
     Raises:
         StateDirError: a link, another owner, or group/world permissions, with the fix.
