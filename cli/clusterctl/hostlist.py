@@ -3,6 +3,11 @@
 Why here: slurm.conf, topology.conf, the fabric linter and the verify test plan
 all speak hostlists, and Slurm's own rules (zero padding kept, one bracket group
 per name) must be applied the same way everywhere.
+
+Hostlists also come from outside (a topology.conf to lint, slurmctld's resume
+argument, sinfo output), so ``expand`` counts the names an expression stands for
+before it builds any, and refuses more than ``MAX_HOSTLIST_NAMES``: ``node[0-99999999]``
+is an error, never a hundred million strings.
 """
 
 from __future__ import annotations
@@ -11,6 +16,11 @@ import re
 from collections.abc import Iterable
 
 _NAME_RE = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)(?P<suffix>\D*)$")
+
+# Twice the largest cluster a spec may describe (clusterctl.spec.models.MAX_NODES_TOTAL).
+MAX_HOSTLIST_NAMES = 65536
+# Digits of one range bound: enough for any index, short of Python's int-parsing limits.
+MAX_INDEX_DIGITS = 12
 
 
 class HostlistError(ValueError):
@@ -39,37 +49,91 @@ def _split_top_level(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _expand_one(item: str) -> list[str]:
-    start = item.find("[")
-    if start < 0:
-        return [item]
-    end = item.find("]", start)
-    prefix, body, rest = item[:start], item[start + 1 : end], item[end + 1 :]
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:55] + "...")
+
+
+def _ranges(body: str, item: str) -> list[tuple[int, int, int, str]]:
+    """Parse one bracket body into (low, high, width, text) ranges, checking every bound."""
+    out: list[tuple[int, int, int, str]] = []
+    for rng in body.split(","):
+        rng = rng.strip()
+        lo_s, _, hi_s = rng.partition("-")
+        hi_s = hi_s if "-" in rng else lo_s
+        if not (lo_s.isascii() and lo_s.isdigit() and hi_s.isascii() and hi_s.isdigit()):
+            what = "range" if "-" in rng else "element"
+            raise HostlistError(f"bad {what} {_short(rng)} in hostlist {_short(item)}")
+        if max(len(lo_s), len(hi_s)) > MAX_INDEX_DIGITS:
+            raise HostlistError(
+                f"index {_short(rng)} in hostlist {_short(item)} has more than {MAX_INDEX_DIGITS} digits"
+            )
+        lo, hi = int(lo_s), int(hi_s)
+        if hi < lo:
+            raise HostlistError(f"descending range {_short(rng)} in hostlist {_short(item)}")
+        out.append((lo, hi, len(lo_s), rng))
+    return out
+
+
+def _groups(item: str) -> tuple[list[str], list[list[tuple[int, int, int, str]]]]:
+    """Split ``a[1-2]b[3]c`` into literal parts and the ranges of each bracket group."""
+    literals: list[str] = []
+    groups: list[list[tuple[int, int, int, str]]] = []
+    rest = item
+    while (start := rest.find("[")) >= 0:
+        end = rest.find("]", start)
+        literals.append(rest[:start])
+        groups.append(_ranges(rest[start + 1 : end], item))
+        rest = rest[end + 1 :]
+    literals.append(rest)
+    return literals, groups
+
+
+def count(expr: str) -> int:
+    """How many names ``expr`` stands for, without building them.
+
+    Raises:
+        HostlistError: the expression is malformed.
+    """
+    total = 0
+    for item in _split_top_level(expr):
+        _, groups = _groups(item)
+        names = 1
+        for ranges in groups:
+            names *= sum(hi - lo + 1 for lo, hi, _, _ in ranges)
+        total += names
+    return total
+
+
+def _expand_groups(literals: list[str], groups: list[list[tuple[int, int, int, str]]]) -> list[str]:
+    if not groups:
+        return [literals[0]]
     names: list[str] = []
-    for tail in _expand_one(rest):
-        for rng in body.split(","):
-            rng = rng.strip()
+    # Slurm's order: the last bracket group varies slowest (as the recursive expansion always did).
+    for tail in _expand_groups(literals[1:], groups[1:]):
+        for lo, hi, width, rng in groups[0]:
             if "-" in rng:
-                lo_s, hi_s = rng.split("-", 1)
-                if not (lo_s.isdigit() and hi_s.isdigit()):
-                    raise HostlistError(f"bad range {rng!r} in hostlist {item!r}")
-                lo, hi = int(lo_s), int(hi_s)
-                if hi < lo:
-                    raise HostlistError(f"descending range {rng!r} in hostlist {item!r}")
-                width = len(lo_s)
-                names.extend(f"{prefix}{n:0{width}d}{tail}" for n in range(lo, hi + 1))
-            elif rng.isdigit():
-                names.append(f"{prefix}{rng}{tail}")
+                names.extend(f"{literals[0]}{n:0{width}d}{tail}" for n in range(lo, hi + 1))
             else:
-                raise HostlistError(f"bad element {rng!r} in hostlist {item!r}")
+                names.append(f"{literals[0]}{rng}{tail}")
     return names
 
 
 def expand(expr: str) -> list[str]:
-    """Expand a Slurm hostlist expression into names, in the order written."""
+    """Expand a Slurm hostlist expression into names, in the order written.
+
+    Raises:
+        HostlistError: the expression is malformed or stands for more than ``MAX_HOSTLIST_NAMES`` names
+            (counted before any name is built).
+    """
+    names_wanted = count(expr)
+    if names_wanted > MAX_HOSTLIST_NAMES:
+        raise HostlistError(
+            f"hostlist {_short(expr)} stands for {names_wanted} names; at most {MAX_HOSTLIST_NAMES} are allowed "
+            "(check the ranges for a typo)"
+        )
     names: list[str] = []
     for item in _split_top_level(expr):
-        names.extend(_expand_one(item))
+        names.extend(_expand_groups(*_groups(item)))
     return names
 
 

@@ -40,6 +40,17 @@ def output_option(func: F) -> F:
     )(func)
 
 
+def _checked_skip_rules(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse unknown rules and safety rules as a usage error (exit 2), before the spec is read."""
+    from clusterctl.rules import check_skip
+
+    try:
+        check_skip(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 def rule_options(func: F) -> F:
     """``--strict`` and ``--skip-rule``."""
     func = click.option("--strict", is_flag=True, help="Warnings fail too.")(func)
@@ -48,7 +59,8 @@ def rule_options(func: F) -> F:
         "skip_rules",
         multiple=True,
         metavar="NAME",
-        help="Do not run this rule (name or code); repeatable.",
+        callback=_checked_skip_rules,
+        help="Do not run this rule (name or code); repeatable. Safety rules (names, paths) cannot be skipped.",
     )(func)
 
 

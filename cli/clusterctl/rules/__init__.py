@@ -4,6 +4,24 @@
 they pass is the plan built and the rules that need it (fabric size, storage, sizing) run.
 """
 
-from clusterctl.rules.engine import RULES, Rule, RuleContext, run_rules, validate
+from clusterctl.rules.engine import (
+    RULES,
+    SAFETY_TAG,
+    Rule,
+    RuleContext,
+    UnskippableRuleError,
+    check_skip,
+    run_rules,
+    validate,
+)
 
-__all__ = ["RULES", "Rule", "RuleContext", "run_rules", "validate"]
+__all__ = [
+    "RULES",
+    "SAFETY_TAG",
+    "Rule",
+    "RuleContext",
+    "UnskippableRuleError",
+    "check_skip",
+    "run_rules",
+    "validate",
+]

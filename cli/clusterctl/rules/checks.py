@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections import Counter
 from collections.abc import Iterator
 
@@ -28,8 +27,6 @@ from clusterctl.rules.engine import RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines
 from clusterctl.spec.models import LustreStorage, NfsStorage, WekaStorage
-
-_HOST_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 # --- phase 1: structure ------------------------------------------------------------------------
 
@@ -64,68 +61,6 @@ def partition_groups(ctx: RuleContext) -> Iterator[Finding]:
                     ("slurm", "partitions", i, "groups", j),
                     f"Partition `{part.name}` names `{name}`, a {roles[name]} group; partitions hold compute nodes.",
                 )
-
-
-@rule("NAM001", "unique-names", Level.ERROR, phase=1)
-def unique_names(ctx: RuleContext) -> Iterator[Finding]:
-    """Group, partition, storage names, mount points and hostnames are unique."""
-    spec = ctx.spec
-    checks: list[tuple[str, list[tuple[tuple[str | int, ...], str]]]] = [
-        ("node group", [(("nodes", i, "group"), g.group) for i, g in enumerate(spec.nodes)]),
-        ("partition", [(("slurm", "partitions", i, "name"), p.name) for i, p in enumerate(spec.slurm.partitions)]),
-        ("storage tier", [(("storage", i, "name"), s.name) for i, s in enumerate(spec.storage)]),
-        ("mount point", [(("storage", i, "mount"), s.mount) for i, s in enumerate(spec.storage)]),
-    ]
-    for what, items in checks:
-        seen: set[str] = set()
-        for path, value in items:
-            if value in seen:
-                yield unique_names.finding(path, f"Duplicate {what} `{value}`; each must be unique.")
-            seen.add(value)
-    hosts: dict[str, str] = {}
-    for i, group in enumerate(spec.nodes):
-        for index in range(1, group.count + 1):
-            try:
-                name = group.hostname.format(group=group.group, index=index)
-            except (KeyError, IndexError, ValueError):
-                break
-            if name in hosts:
-                yield unique_names.finding(
-                    ("nodes", i, "hostname"),
-                    f"Hostname `{name}` of group `{group.group}` is also produced by group `{hosts[name]}`.",
-                    "Give the groups different names or hostname patterns.",
-                )
-                break
-            hosts[name] = group.group
-
-
-@rule("NAM002", "dns-safe-hostnames", Level.ERROR, phase=1)
-def dns_safe_hostnames(ctx: RuleContext) -> Iterator[Finding]:
-    """Hostname patterns give DNS-safe names; hardware profile names are safe file names."""
-    for i, group in enumerate(ctx.spec.nodes):
-        try:
-            sample = group.hostname.format(group=group.group, index=group.count)
-        except (KeyError, IndexError, ValueError) as exc:
-            yield dns_safe_hostnames.finding(
-                ("nodes", i, "hostname"),
-                f"Hostname pattern `{group.hostname}` cannot be filled in ({exc}).",
-                'Use only {group} and {index}, e.g. "{group}{index:03d}".',
-            )
-            continue
-        if not _HOST_RE.match(sample) or not re.search(r"\d+$", sample):
-            yield dns_safe_hostnames.finding(
-                ("nodes", i, "hostname"),
-                f"Hostname pattern `{group.hostname}` gives `{sample}`, which is not a DNS-safe name ending in "
-                "a number.",
-                "Use lower-case letters, digits and '-' and end with {index}, e.g. \"{group}{index:03d}\".",
-            )
-    for name in ctx.spec.hardware:
-        if not _HOST_RE.match(name):
-            yield dns_safe_hostnames.finding(
-                ("hardware", name),
-                f"Hardware profile name `{name}` is not DNS-safe; it names generated files.",
-                "Use lower-case letters, digits and '-'.",
-            )
 
 
 @rule("SLU001", "one-default-partition", Level.ERROR, phase=1)

@@ -1,4 +1,8 @@
-"""The rule registry and runner."""
+"""The rule registry and runner.
+
+Rules tagged ``safety`` (``clusterctl.rules.safety``) guard names, paths and injection; they
+cannot be skipped: ``check_skip`` refuses them by name or code, before any spec is read.
+"""
 
 from __future__ import annotations
 
@@ -69,6 +73,39 @@ class Rule:
 
 RULES: dict[str, Rule] = {}
 
+SAFETY_TAG = "safety"
+
+
+class UnskippableRuleError(ValueError):
+    """``--skip-rule`` named a safety rule."""
+
+
+def _register_all() -> None:
+    """Import every rule module (each registers its rules on import)."""
+    from clusterctl.rules import burst, checks, cloud, rdma, safety  # noqa: F401
+
+
+def check_skip(skip: Iterable[str]) -> set[str]:
+    """The names/codes to skip, checked: every one names a rule, and none names a safety rule.
+
+    Raises:
+        ValueError: an unknown rule.
+        UnskippableRuleError: a safety rule; the message names it and says why it cannot be skipped.
+    """
+    _register_all()
+    skipped = set(skip)
+    unknown = skipped - set(RULES) - {r.code for r in RULES.values()}
+    if unknown:
+        raise ValueError(f"unknown rule(s) to skip: {', '.join(sorted(unknown))}")
+    safety = [r for r in RULES.values() if SAFETY_TAG in r.tags and (r.name in skipped or r.code in skipped)]
+    if safety:
+        named = "; ".join(f"{r.name} ({r.code}): {r.summary.rstrip('.')}" for r in safety)
+        raise UnskippableRuleError(
+            f"safety rules cannot be skipped: {named}. They keep spec values from becoming duplicate host names, "
+            "system mount points or configuration; fix the spec instead."
+        )
+    return skipped
+
 
 def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str] = ()) -> Callable[[RuleFunc], Rule]:
     """Register a rule function under ``name`` with a stable ``code``."""
@@ -85,13 +122,12 @@ def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str]
 
 
 def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
-    """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed)."""
-    from clusterctl.rules import burst, checks, cloud, rdma  # noqa: F401  (registers the rules)
+    """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed).
 
-    skipped = set(skip)
-    unknown = skipped - set(RULES) - {r.code for r in RULES.values()}
-    if unknown:
-        raise ValueError(f"unknown rule(s) to skip: {', '.join(sorted(unknown))}")
+    Raises:
+        ValueError: ``skip`` names an unknown rule, or a safety rule (``UnskippableRuleError``).
+    """
+    skipped = check_skip(skip)
     active = [r for r in RULES.values() if r.name not in skipped and r.code not in skipped]
     ctx = RuleContext(spec=loaded.spec, base_dir=loaded.base_dir)
     findings: list[Finding] = []

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterctl.hostlist import expand
+from clusterctl.hostlist import HostlistError, expand
 from clusterctl.plan import Plan, PlanNode
 from clusterctl.run.ansible import forget_facts, run_playbook
 from clusterctl.run.events import EventBus
@@ -51,7 +51,10 @@ def load_plan(build_dir: Path) -> Plan:
 
 def burst_nodes(plan: Plan, hostlist: str) -> list[PlanNode]:
     """The plan's burst nodes named by ``hostlist``; refuses names that are not burst nodes."""
-    names = expand(hostlist)
+    try:
+        names = expand(hostlist)
+    except HostlistError as exc:
+        raise BurstError(f"cannot read the node list: {exc}") from None
     by_name = {n.hostname: n for n in plan.nodes}
     unknown = [n for n in names if n not in by_name]
     static = [n for n in names if n in by_name and not by_name[n].burst]

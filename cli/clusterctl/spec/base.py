@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
-    """Base of every spec model: unknown keys rejected, values validated, immutable."""
+    """Base of every spec model: unknown keys rejected, values validated, immutable, numbers finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+    # allow_inf_nan=False: YAML's .inf and .nan would pass gt=0 checks and overflow the plan's arithmetic.
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True, allow_inf_nan=False)

@@ -19,10 +19,11 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError, RoundTripConstructor
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.findings import Path as FieldPath
+from clusterctl.spec.limits import guard_yaml, read_capped
 from clusterctl.spec.messages import describe
 from clusterctl.spec.models import Spec
 
@@ -205,12 +206,27 @@ def _value_at(data: Any, path: FieldPath) -> Any:
     return data
 
 
+def _field_name(path: FieldPath, key_error: bool = False) -> str:
+    """How a message names the field: ``mount``, ``rails[0]``, or the mapping whose key is wrong."""
+    if not path:
+        return "spec"
+    if key_error:
+        return f"{path[-2]}` key `{path[-1]}" if len(path) > 1 else str(path[-1])
+    if isinstance(path[-1], int) and len(path) > 1:
+        return f"{path[-2]}[{path[-1]}]"
+    return str(path[-1])
+
+
 def _findings_from_validation(error: ValidationError, file: str, positions: Positions, data: Any) -> list[Finding]:
     findings: list[Finding] = []
     seen: set[tuple[FieldPath, str]] = set()
     for err in error.errors(include_url=False):
         path, owner = resolve_loc(tuple(err["loc"]))
         kind = err["type"]
+        # pydantic reports a bad mapping key as ``(..., key, "[key]")``: point at the key itself.
+        key_error = bool(path) and path[-1] == "[key]"
+        if key_error:
+            path = path[:-1]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             # Point at the `kind:` the user wrote (or the mapping lacking it).
             kind_pos = positions.values.get((*path, "kind"))
@@ -219,8 +235,10 @@ def _findings_from_validation(error: ValidationError, file: str, positions: Posi
             # The field is absent: point at the mapping that should hold it.
             line, col = positions.locate(path[:-1], prefer_key=True)
         else:
-            line, col = positions.locate(path, prefer_key=kind == "extra_forbidden")
-        name = str(path[-1]) if path else "spec"
+            # A whole mapping or list is wrong (too long, too many nodes): point at its key, not its first item.
+            container = isinstance(_value_at(data, path), dict | list)
+            line, col = positions.locate(path, prefer_key=kind == "extra_forbidden" or key_error or container)
+        name = _field_name(path, key_error)
         ctx = dict(err.get("ctx") or {})
         message = describe(kind, name, err.get("input"), ctx, err["msg"])
         hint = ""
@@ -252,9 +270,14 @@ def _findings_from_validation(error: ValidationError, file: str, positions: Posi
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, Positions]:
-    """Parse YAML text into plain data and positions, raising ``SpecError`` on syntax errors."""
+    """Parse YAML text into plain data and positions, raising ``SpecError`` on syntax errors.
+
+    The document is first checked against the caps in ``clusterctl.spec.limits`` (size, alias
+    expansion, nesting depth, value length), so a hostile document is refused before it is built.
+    """
     from clusterctl.spec.findings import SpecError
 
+    guard_yaml(text, file)
     positions = Positions()
     try:
         document = _yaml().load(text)
@@ -292,6 +315,30 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Positions]:
                 )
             ]
         ) from None
+    except YAMLError as exc:
+        # Unmarked errors: the reader refusing a control character (it gives a character offset).
+        offset = getattr(exc, "position", None)
+        line, column = (1, 1)
+        if isinstance(offset, int):
+            line = text.count("\n", 0, offset) + 1
+            column = offset - text.rfind("\n", 0, offset)
+        character = getattr(exc, "character", None)
+        what = f"the character #x{character:04x}" if isinstance(character, int) else str(exc).split("\n")[0][:120]
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-yaml",
+                    level=Level.ERROR,
+                    path=(),
+                    message=f"This is not valid YAML: {what} is not allowed in a YAML file.",
+                    hint="Remove control characters (NUL, escape codes); a spec is plain UTF-8 text.",
+                    rule="yaml",
+                    file=file,
+                    line=line,
+                    column=column,
+                )
+            ]
+        ) from None
     return _plain(document, (), positions), positions
 
 
@@ -306,7 +353,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
     spec_path = Path(path)
     file = str(spec_path)
     try:
-        text = spec_path.read_text(encoding="utf-8")
+        text = read_capped(spec_path, file).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SpecError(

@@ -33,6 +33,16 @@ MESSAGES: dict[str, str] = {
     "ip_v4_network": "`{field}` must be an IPv4 network such as 10.20.0.0/16, got {input!r}.",
     "ip_v4_address": "`{field}` must be an IPv4 address, got {input!r}.",
     "none_required": "`{field}` must be empty.",
+    "finite_number": "`{field}` must be a finite number, got {input!r}; .inf and .nan are not accepted.",
+    "less_than": "`{field}` must be less than {lt}, got {input!r}.",
+    "string_too_long": "`{field}` may have at most {max_length} characters; shorten it.",
+    "string_too_short": "`{field}` needs at least {min_length} character(s).",
+    "string_pattern_mismatch": "`{field}` must match the pattern {pattern}; see `clusterctl schema`.",
+    "set_type": "`{field}` must be a list, got {input_type}.",
+    "tuple_type": "`{field}` must be a list, got {input_type}.",
+    "enum": "`{field}` must be one of {expected}, got {input!r}.",
+    "multiple_of": "`{field}` must be a multiple of {multiple_of}, got {input!r}.",
+    "int_too_big": "`{field}` is too large a number.",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema
+from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.spec.base import StrictModel
@@ -285,6 +285,7 @@ class LustreStorage(StorageBase):
     capacity_tib: float | None = Field(
         None,
         gt=0,
+        le=1e6,
         description=(
             "Managed tiers: the least capacity to provision (the data it must hold), in TiB. The plan rounds it up "
             "to what the bandwidth needs and the service's capacity steps."
@@ -364,8 +365,8 @@ class Monitoring(StrictModel):
 class Workload(StrictModel):
     """The training run the cluster is sized for (drives the sizing report)."""
 
-    model_params_b: float = Field(gt=0, description="Model parameters, in billions.")
-    train_tokens_t: float = Field(gt=0, description="Training tokens, in trillions.")
+    model_params_b: float = Field(gt=0, le=1e6, description="Model parameters, in billions.")
+    train_tokens_t: float = Field(gt=0, le=1e6, description="Training tokens, in trillions.")
     target_mfu: float = Field(0.4, gt=0, le=1, description="Expected model FLOPs utilization.")
     checkpoint_every_min: PositiveInt = Field(60, description="Minutes between checkpoints.")
 
@@ -376,8 +377,8 @@ class Workload(StrictModel):
 class Acceptance(StrictModel):
     """Thresholds for ``clusterctl verify``; unset values take per-GPU-model defaults."""
 
-    nccl_intra_busbw_gbps: float | None = Field(None, gt=0, description="Single-node all_reduce busbw.")
-    nccl_inter_busbw_gbps: float | None = Field(None, gt=0, description="Multi-node ring all_reduce busbw.")
+    nccl_intra_busbw_gbps: float | None = Field(None, gt=0, le=1e5, description="Single-node all_reduce busbw.")
+    nccl_inter_busbw_gbps: float | None = Field(None, gt=0, le=1e5, description="Multi-node ring all_reduce busbw.")
     dcgm_diag_level: Literal[1, 2, 3, 4] | None = Field(None, description="dcgmi diag -r level.")
     nccl_min_bytes: PositiveInt | None = Field(None, description="Smallest message size judged.")
 
@@ -405,3 +406,14 @@ class Spec(StrictModel):
     monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring.")
     workload: Workload | None = Field(None, description="Training workload for the sizing report.")
     acceptance: Acceptance = Field(default_factory=Acceptance, description="verify thresholds.")
+
+    @field_validator("nodes")
+    @classmethod
+    def _total_nodes_capped(cls, groups: list[NodeGroup]) -> list[NodeGroup]:
+        total = sum(group.count for group in groups)
+        if total > MAX_NODES_TOTAL:
+            raise ValueError(
+                f"the node groups hold {total} nodes in all; at most {MAX_NODES_TOTAL} are allowed in one spec. "
+                "Check the `count` fields for a typo, or split the cluster into several specs"
+            )
+        return groups

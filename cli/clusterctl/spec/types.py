@@ -128,8 +128,7 @@ _DNS_LABEL_RE = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 
 
 def _dns_label(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a name, got {show(value)}")
+    check_text(value, "a name", 63 + 1)
     if not _DNS_LABEL_RE.fullmatch(value):
         raise ValueError(
             f"{show(value)} is not DNS-safe: use lower-case letters, digits and '-', start with a letter, "
@@ -187,13 +186,13 @@ _dns_domain = TextCheck(
     pattern=rf"{_LABEL}(?:\.{_LABEL})*",
     allowed=(
         "lower-case labels of letters, digits and '-' separated by dots, at most 63 characters each and "
-        "189 in all (room for the host name in front), e.g. atlas.internal"
+        "253 in all, e.g. atlas.internal"
     ),
-    max_length=189,
+    max_length=253,
     examples=("atlas.internal",),
 )
 DnsDomain = Annotated[str, BeforeValidator(_dns_domain), WithJsonSchema(_dns_domain.schema)]
-"""The nodes' DNS domain: lower case, short enough that ``host.domain`` stays under 253 characters."""
+"""The nodes' DNS domain, lower case (rule NAM002 checks that ``host.domain`` fits DNS's 253 characters)."""
 
 _slurm_name = TextCheck(
     what="a Slurm name",
@@ -343,8 +342,9 @@ def system_dir_problem(path: str) -> str | None:
     for top in SYSTEM_DIRS:
         if path == top or path.startswith(top + "/"):
             return (
-                f"{path} is {'' if path == top else 'inside '}{top}, which the OS owns; a mount there hides or "
-                "replaces system files. Use a directory such as /lustre/<name>, /mnt/<name> or /home"
+                (f"{path} is a directory" if path == top else f"{path} is inside {top}, a directory")
+                + " the OS owns; a mount there hides or replaces system files. Use a directory such as "
+                "/lustre/<name>, /mnt/<name> or /home"
             )
     return None
 
@@ -910,8 +910,11 @@ def _address_text(value: Any) -> Any:
 IPv4NetworkValue = Annotated[IPv4Network, BeforeValidator(_address_text)]
 IPv4AddressValue = Annotated[IPv4Address, BeforeValidator(_address_text)]
 
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+# Capped at 2**53 (exact as a float): the plan multiplies these, and a 400-digit count would
+# overflow its floating-point arithmetic.
+MAX_INT = 2**53
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_INT, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT, strict=True)]
 
 # --- added for onprem (rails named by PCI address or RDMA device name) ---
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clusterctl.rules import RULES, validate
+from clusterctl.rules import RULES, SAFETY_TAG, UnskippableRuleError, check_skip, validate
 from clusterctl.spec import Level, load_spec
 from tests.conftest import EXAMPLES
 from tests.specs import Mutation, group, mutated
@@ -55,6 +55,10 @@ def _two_defaults(data: dict[str, Any]) -> None:
 
 def _dup_partition(data: dict[str, Any]) -> None:
     data["slurm"]["partitions"][1]["name"] = "train"
+
+
+# A valid domain (four 61-character labels) that leaves no room for a host name in 253 characters.
+_LONG_DOMAIN = ".".join(["d" * 61] * 4)
 
 
 def _hostname_clash(data: dict[str, Any]) -> None:
@@ -128,6 +132,10 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
     ("HW002", _gpu(spares=1), Level.WARNING, "spare(s) for 32 nodes", "nodes[2].spares"),
     ("WRK001", _set("workload.model_params_b", 2000), Level.ERROR, "exceeds the cluster's", "workload.model_params_b"),
     ("MCH001", _drop_machine_row, Level.ERROR, "has no row", "provider.machines"),
+    ("NAM002", _set("network.domain", _LONG_DOMAIN), Level.ERROR, "longer than the 253", "nodes[0].hostname"),
+    ("NAM001", _gpu(hostname="{group}-node"), Level.ERROR, "another node of the same group", "nodes[2].hostname"),
+    ("SAF001", _storage(0, mount="/home/datasets"), Level.ERROR, "inside tier `home` at /home", "storage[0].mount"),
+    ("SAF002", _set("slurm.partitions.1.name", "default"), Level.ERROR, "is reserved", "slurm.partitions[1].name"),
     ("BMC001", _set("provider.bmc", {"ca_bundle": "bmc-ca.pem"}), Level.ERROR, "does not exist", "provider.bmc.ca_bundle"),
     ("BMC001", _set("provider.bmc_verify_tls", False), Level.WARNING, "deprecated", "provider.bmc_verify_tls"),
 ]
@@ -197,6 +205,34 @@ def test_skip_rule(tmp_path: Path) -> None:
     assert not [f for f in findings if f.code == "HW002"]
     with pytest.raises(ValueError, match="unknown rule"):
         validate(loaded, skip=["no-such-rule"])
+
+
+SAFETY_RULES = {"NAM001": "unique-names", "NAM002": "dns-safe-hostnames", "SAF001": "safe-mount-points"}
+
+
+def test_rules_guarding_names_and_paths_are_tagged_safety() -> None:
+    validate(load_spec(EXAMPLES / "local.yaml"))  # registers the rules
+    safety = {r.code: r.name for r in RULES.values() if SAFETY_TAG in r.tags}
+    assert safety.items() >= SAFETY_RULES.items()
+    assert "SAF002" in safety
+
+
+@pytest.mark.parametrize("name", [*SAFETY_RULES, *SAFETY_RULES.values()])
+def test_safety_rules_cannot_be_skipped(tmp_path: Path, name: str) -> None:
+    # The hostname clash stays an error: a skip of the rule that finds it is refused, not obeyed.
+    loaded = load_spec(mutated(tmp_path, _hostname_clash))
+    with pytest.raises(UnskippableRuleError) as info:
+        validate(loaded, skip=["spares", name])
+    rule = next(r for r in RULES.values() if name in (r.code, r.name))
+    assert f"{rule.name} ({rule.code})" in str(info.value)
+    assert "cannot be skipped" in str(info.value)
+    assert "spares" not in str(info.value)
+    with pytest.raises(UnskippableRuleError):
+        check_skip([name])
+
+
+def test_check_skip_passes_ordinary_rules() -> None:
+    assert check_skip(["spares", "FAB003"]) == {"spares", "FAB003"}
 
 
 def test_phase_one_errors_stop_before_plan(tmp_path: Path) -> None:
