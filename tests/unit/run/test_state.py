@@ -271,3 +271,37 @@ def test_cli_up_refuses_an_unsafe_state_dir_with_exit_1(tmp_path: Path) -> None:
     assert "chmod 700" in text
     assert "Traceback" not in text
     assert not (tmp_path / "b").exists(), "up rendered although its state dir was refused"
+
+
+def test_pulumi_passphrase_is_a_checked_secret(tmp_path: Path, outside: Path) -> None:
+    from clusterctl.run.pulumi import PASSPHRASE_FILE, ensure_passphrase
+
+    state_dir = tmp_path / "demo"
+    path = ensure_passphrase(state_dir)
+    assert _mode(path) == 0o600
+    assert _mode(state_dir / "secrets") == 0o700
+    assert ensure_passphrase(state_dir).read_text() == path.read_text()
+    path.chmod(0o644)
+    with pytest.raises(StateDirError, match="mode 0644"):
+        ensure_passphrase(state_dir)
+    path.unlink()
+    (state_dir / "secrets" / PASSPHRASE_FILE).symlink_to(outside)
+    with pytest.raises(StateDirError, match="symbolic link"):
+        ensure_passphrase(state_dir)
+    assert outside.read_text() == "keep me\n"
+
+
+def test_burst_group_state_and_lock_never_follow_links(tmp_path: Path, outside: Path) -> None:
+    from clusterctl.run.burst_cloud import GroupState, group_lock, read_state, state_path, write_state
+
+    state_dir = tmp_path / "state"
+    path = state_path(state_dir, "gpu-b")
+    path.parent.mkdir(parents=True)
+    (path.parent / f".{path.name}.tmp").symlink_to(outside)  # the fixed temporary name of earlier versions
+    write_state(state_dir, "gpu-b", GroupState(active=["b001"]))
+    assert read_state(state_dir, "gpu-b").active == ["b001"]
+    assert outside.read_text() == "keep me\n"
+    path.with_suffix(".lock").symlink_to(outside)
+    with pytest.raises(StateDirError, match=r"lock file .* is a symbolic link"), group_lock(state_dir, "gpu-b"):
+        pass
+    assert outside.read_text() == "keep me\n"
