@@ -21,6 +21,7 @@ from clusterctl.plan import Plan, PlanNode
 from clusterctl.run.ansible import forget_facts, run_playbook
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError
+from clusterctl.run.state import open_lock
 
 REASON_PREFIX = "clusterctl-burst:"
 # Slurm's Reason field is shown in sinfo; keep it to one readable line.
@@ -98,7 +99,7 @@ def node_locks(state_dir: Path, nodes: list[PlanNode]) -> Iterator[None]:
     (state_dir / "locks").mkdir(parents=True, exist_ok=True)
     try:
         for node in sorted(nodes, key=lambda n: n.hostname):
-            handle = (state_dir / "locks" / f"{node.hostname}.lock").open("a")
+            handle = open_lock(state_dir / "locks" / f"{node.hostname}.lock")
             fcntl.flock(handle, fcntl.LOCK_EX)
             locks.append(handle)
         yield
