@@ -42,6 +42,15 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
         host["clusterctl_gres_type"] = node.gres_type
     if node.rails:
         host["clusterctl_rails"] = list(node.rails)
+    if node.storage_nics:
+        host["clusterctl_storage_nics"] = list(node.storage_nics)
+    if node.ipoib:
+        # roles/rdma names each interface after rail i's netdev, which the node finds in sysfs.
+        mode = plan.fabric.ipoib_mode or "datagram"
+        mtu = {"mtu": plan.fabric.ipoib_mtu} if plan.fabric.ipoib_mtu else {}
+        host["clusterctl_ipoib_interfaces"] = [
+            {"rail": i, "address": address, "mode": mode, **mtu} for i, address in enumerate(node.ipoib)
+        ]
     if node.storage_netdevs:
         host["clusterctl_storage_netdevs"] = list(node.storage_netdevs)
     provider = plan.cluster.provider
@@ -75,7 +84,14 @@ def inventory(plan: Plan) -> dict[str, Any]:
             add("burst", node)
         elif node.role == "compute":
             add("static_compute", node)
-    for group in ("controller", "login", "compute", "gpu", "emulated_gpu", "burst", "static_compute"):
+    # The subnet manager's hosts (fabric.opensm_hosts), and nowhere else: roles/rdma runs opensm there.
+    for placement in plan.fabric.opensm:
+        node = next(n for n in plan.nodes if n.hostname == placement.host)
+        add("opensm", node)
+        hosts[node.hostname]["clusterctl_opensm_priority"] = placement.priority
+        if placement.port:
+            hosts[node.hostname]["clusterctl_opensm_port"] = placement.port
+    for group in ("controller", "login", "compute", "gpu", "emulated_gpu", "burst", "static_compute", "opensm"):
         children.setdefault(group, {"hosts": {}})
     return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
 
