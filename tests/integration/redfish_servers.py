@@ -108,7 +108,6 @@ class RawServer:
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
 
-
     def _serve(self) -> None:
         while not self.stop.is_set():
             try:
