@@ -16,7 +16,7 @@ from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.types import HOSTNAME_PATTERN_HINT, hostname_from_pattern, system_dir_problem
 
 _HOST_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
-_ENDS_IN_NUMBER_RE = re.compile(r".*[0-9]", re.ASCII)
+_ENDS_IN_NUMBER_RE = re.compile(r".*[a-z-].*[0-9]", re.ASCII)
 # Longest name DNS (and so /etc/hosts, munge, Slurm's NodeAddr) takes for host.domain.
 MAX_FQDN = 253
 # Names slurm.conf reads as "set the defaults for every partition/node" (compared case-blind).
@@ -63,10 +63,11 @@ def dns_safe_hostnames(ctx: RuleContext) -> Iterator[Finding]:
         # The widest index gives the longest name; the pattern type allows only {group} and {index}.
         for sample in {hostname_from_pattern(group.hostname, group.group, n) for n in (1, group.count)}:
             if not _HOST_RE.fullmatch(sample) or not _ENDS_IN_NUMBER_RE.fullmatch(sample):
+                # All digits is refused too: resolvers read `001` as the address 0.0.0.1.
                 yield dns_safe_hostnames.finding(
                     ("nodes", i, "hostname"),
                     f"Hostname pattern `{group.hostname}` gives `{sample}`, which is not a DNS-safe name ending in "
-                    "a number.",
+                    "a number (with a letter before it: all-digit names read as addresses).",
                     "Use lower-case letters, digits and '-' and end with {index}. " + HOSTNAME_PATTERN_HINT,
                 )
                 break

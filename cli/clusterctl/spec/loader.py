@@ -353,9 +353,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
     spec_path = Path(path)
     file = str(spec_path)
     try:
-        text = read_capped(spec_path, file).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raw = read_capped(spec_path, file)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
         raise SpecError(
             [
                 Finding(
@@ -366,6 +366,25 @@ def load_spec(path: str | Path) -> LoadedSpec:
                     hint="Check the path; a spec is a YAML file such as examples/local.yaml.",
                     rule="file",
                     file=file,
+                )
+            ]
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SpecError(
+            [
+                Finding(
+                    code="SPEC-file",
+                    level=Level.ERROR,
+                    path=(),
+                    message=f"The spec is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot start a character.",
+                    hint="Save the file as UTF-8.",
+                    rule="file",
+                    file=file,
+                    line=line,
+                    column=exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1,
                 )
             ]
         ) from None

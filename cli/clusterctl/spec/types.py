@@ -94,6 +94,11 @@ class TextCheck:
         return out
 
 
+def _json_pattern(regex: re.Pattern[str]) -> str:
+    """A Python regex as JSON Schema (ECMA-262) reads it: without Python's ``(?P<name>...)`` group names."""
+    return re.sub(r"\(\?P<\w+>", "(", regex.pattern)
+
+
 def _segments_problem(path: str) -> str | None:
     """Refuse ``..`` segments in a slash-separated path (the patterns already refuse ``//``)."""
     parts = path.split("/")
@@ -836,7 +841,7 @@ BandwidthValue = Annotated[
     Bandwidth,
     BeforeValidator(_bandwidth),
     PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": _BW_RE.pattern, "examples": ["60 GB/s", "400 Gb/s"]}),
+    WithJsonSchema({"type": "string", "pattern": _json_pattern(_BW_RE), "examples": ["60 GB/s", "400 Gb/s"]}),
 ]
 
 # Slurm time formats: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
@@ -896,7 +901,7 @@ DurationValue = Annotated[
     Duration,
     BeforeValidator(_duration),
     PlainSerializer(str, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": _DURATION_RE.pattern, "examples": ["30m", "15m"]}),
+    WithJsonSchema({"type": "string", "pattern": _json_pattern(_DURATION_RE), "examples": ["30m", "15m"]}),
 ]
 
 

@@ -134,6 +134,7 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
     ("MCH001", _drop_machine_row, Level.ERROR, "has no row", "provider.machines"),
     ("NAM002", _set("network.domain", _LONG_DOMAIN), Level.ERROR, "longer than the 253", "nodes[0].hostname"),
     ("NAM001", _gpu(hostname="{group}-node"), Level.ERROR, "another node of the same group", "nodes[2].hostname"),
+    ("NAM002", _gpu(hostname="{index:03d}"), Level.ERROR, "all-digit names read as addresses", "nodes[2].hostname"),
     ("SAF001", _storage(0, mount="/home/datasets"), Level.ERROR, "inside tier `home` at /home", "storage[0].mount"),
     ("SAF002", _set("slurm.partitions.1.name", "default"), Level.ERROR, "is reserved", "slurm.partitions[1].name"),
     ("BMC001", _set("provider.bmc", {"ca_bundle": "bmc-ca.pem"}), Level.ERROR, "does not exist", "provider.bmc.ca_bundle"),

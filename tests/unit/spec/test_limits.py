@@ -81,7 +81,7 @@ def test_huge_document_is_refused_without_parsing_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ("version: 1\nname: " + "[" * 5000 + "\n", "name" + "[0]" * (MAX_DEPTH - 1)),
+        ("version: 1\nname: " + "[x, " * 40 + "\n", "name" + "[1]" * (MAX_DEPTH - 1)),
         ("".join("  " * i + f"k{i}:\n" for i in range(200)), ".".join(f"k{i}" for i in range(MAX_DEPTH))),
         ("version: 1\nnodes:\n" + "".join("  " * i + "- \n" for i in range(1, 100)), "nodes" + "[0]" * (MAX_DEPTH - 1)),
     ],
@@ -92,6 +92,15 @@ def test_deep_nesting_is_refused(tmp_path: Path, text: str, where: str) -> None:
     assert finding.code == "SPEC-limit"
     assert f"more than {MAX_DEPTH} levels" in finding.message
     assert finding.dotted_path == where
+
+
+@pytest.mark.parametrize("unit", ["[", "{", "[ ", "[&a ", "[!!seq ", "[\n"])
+def test_a_run_of_open_brackets_is_refused_before_the_scanner_sees_it(tmp_path: Path, unit: str) -> None:
+    text = "version: 1\nname: " + unit * 5000 + "\n"
+    finding, _ = _error(tmp_path, text)
+    assert finding.code == "SPEC-limit"
+    assert (finding.line, finding.column) == (2, 7)
+    assert f"at most {MAX_DEPTH} levels" in finding.message
 
 
 def test_long_value_is_refused_at_its_field(tmp_path: Path) -> None:
@@ -142,6 +151,25 @@ def test_nul_in_the_document_is_a_located_error(tmp_path: Path) -> None:
     finding, _ = _error(tmp_path, text)
     assert finding.code == "SPEC-yaml"
     assert (finding.line, finding.column) == (_line_of(text, "name: lo"), 9)
+
+
+def test_list_or_mapping_as_a_key_is_refused(tmp_path: Path) -> None:
+    text = LOCAL.replace("  small:\n", "  ? {a: 1}\n  : {b: 2}\n  small:\n")
+    finding, _ = _error(tmp_path, text)
+    assert finding.code == "SPEC-limit"
+    assert finding.dotted_path == "hardware"
+    assert finding.line == _line_of(text, "? {a: 1}")
+    assert "plain names" in finding.message
+
+
+def test_a_spec_that_is_not_utf8_is_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(LOCAL.replace("name: local", "name: lo\xffcal").encode("latin-1"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    finding = info.value.findings[0]
+    assert "not UTF-8" in finding.message
+    assert (finding.line, finding.column) == (_line_of(LOCAL, "name: local"), 9)
 
 
 def test_node_count_over_the_group_cap(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -100,3 +101,23 @@ def test_the_walk_finds_a_bare_str_wherever_it_hides() -> None:
 
     hits = _model_bare_strings(Outer, set())
     assert sorted(hits) == ["Inner.note", "Outer.keyed{key}", "Outer.listed[]", "Outer.maybe"]
+
+
+def _string_schemas(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        found = [(where, node)] if node.get("type") == "string" else []
+        return found + [hit for key, value in node.items() for hit in _string_schemas(value, f"{where}/{key}")]
+    if isinstance(node, list):
+        return [hit for i, value in enumerate(node) for hit in _string_schemas(value, f"{where}/{i}")]
+    return []
+
+
+def test_the_schema_shows_every_string_fields_contract() -> None:
+    strings = _string_schemas(Spec.model_json_schema())
+    assert len(strings) > 40
+    unconstrained = [where for where, node in strings if not {"pattern", "enum", "const", "format"} & set(node)]
+    assert not unconstrained, f"`clusterctl schema` shows strings without a pattern: {unconstrained}"
+    for where, node in strings:
+        if "pattern" in node:
+            assert "(?P<" not in node["pattern"], f"{where}: Python-only group names are not JSON Schema"
+            re.compile(node["pattern"])
