@@ -14,9 +14,18 @@
     validation, Azure docs "file system type and size options").
 - GPUDirect-TCPX/TCPXO NCCL plugin releases with their receive-datapath-manager (RxDM) image and
   the NCCL version Google qualified (GoogleCloudPlatform/container-engine-accelerators
-  ``gpudirect-tcpx/README.md`` and ``gpudirect-tcpxo/README.md`` release notes). The RxDM flags
-  ``--uid= --alsologtostderr`` were retired in tcpgpudmarxd v1.0.18
-  (google/nccl-plugin-gpudirect-tcpxo README, "Notes for Existing Users").
+  ``gpudirect-tcpx/README.md`` and ``gpudirect-tcpxo/README.md`` release notes). Since
+  tcpgpudmarxd v1.0.20 RxDM takes only ``--num_hops=2``; ``--uid=``, ``--alsologtostderr`` and
+  ``--num_nics=`` are retired (they only print "Accessing retired flag")
+  (google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1, "Notes for Existing Users"). Plugin
+  v1.0.17 goes with tcpgpudmarxd v1.0.23 in Google's own Slurm prolog
+  (GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b).
+- The other GCP GPUDirect pieces the Cluster Toolkit's Slurm blueprints install
+  (GoogleCloudPlatform/cluster-toolkit@1047080):
+  ``examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml`` builds the
+  dmabuf-import-helper DKMS module 1.1 from the ``gpudirect-tcpxo-apt`` repository;
+  ``examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml`` installs the gIB
+  plugin ``nccl-gib=1.1.0`` from ``gpudirect-gib-apt`` with ``libnccl2=2.27.5-1+cuda12.9``.
 """
 
 from __future__ import annotations
@@ -102,8 +111,8 @@ class GpuDirectRelease:
 
     @property
     def rxdm_legacy_flags(self) -> bool:
-        """TCPXO RxDM before v1.0.18 still takes ``--uid= --alsologtostderr``."""
-        return self.fabric == "gpudirect-tcpxo" and version_tuple(self.rxdm) < (1, 0, 18)
+        """TCPXO RxDM before v1.0.20 still takes ``--num_nics=8 --uid= --alsologtostderr``."""
+        return self.fabric == "gpudirect-tcpxo" and version_tuple(self.rxdm) < (1, 0, 20)
 
 
 GPUDIRECT_RELEASES: dict[tuple[str, str], GpuDirectRelease] = {
@@ -115,11 +124,19 @@ GPUDIRECT_RELEASES: dict[tuple[str, str], GpuDirectRelease] = {
         GpuDirectRelease("gpudirect-tcpxo", "1.0.12", "1.0.18", "2.26.5", "2025-08-21"),
         GpuDirectRelease("gpudirect-tcpxo", "1.0.14", "1.0.20", "2.28.7", "2025-11-19"),
         GpuDirectRelease("gpudirect-tcpxo", "1.0.15", "1.0.21", "2.28.7", "2026-01-09"),
+        GpuDirectRelease("gpudirect-tcpxo", "1.0.17", "1.0.23", "2.28.7", "2026-06-26"),
     )
 }
 
 # The release a spec gets when it names none: the newest in the table per fabric.
 DEFAULT_GPUDIRECT_PLUGIN: dict[str, str] = {"gpudirect-tcpx": "3.1.12", "gpudirect-tcpxo": "1.0.15"}
+
+# dmabuf-import-helper (DKMS source package; A3 Mega) and nccl-gib (A3 Ultra) a spec gets when it
+# names none: the versions of the Cluster Toolkit blueprints read (see the module docstring), and
+# the NCCL build the gIB plugin release goes with.
+DEFAULT_DMABUF_IMPORT_HELPER = "1.1"
+DEFAULT_NCCL_GIB = "1.1.0"
+NCCL_GIB_NCCL: dict[str, str] = {"1.1.0": "2.27.5"}
 
 # aws-ofi-nccl and the EFA installer a spec gets when it names none: the versions the
 # awsome-distributed-training ParallelCluster template installs (aws-ofi-nccl v1.16.3) and the

@@ -16,7 +16,12 @@ Sources (read mid-2026):
 - GCP: A3 machine types (https://cloud.google.com/compute/docs/gpus#a3-series); the GPU NIC
   names are the ones Google's Slurm images use (cluster-toolkit ``a3-highgpu-8g`` and
   ``a3-megagpu-8g`` ``run-nccl-tests.sh``, techref §1.8): control NIC ``enp0s12``, 4 (TCPX)
-  or 8 (TCPXO) GPU NICs.
+  or 8 (TCPXO) GPU NICs. a3-ultragpu-8g (H200, RoCE with the gIB plugin): two gVNIC NICs
+  ``enp0s19`` and ``enp192s20`` (NCCL_SOCKET_IFNAME of cluster-toolkit
+  ``examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh@1047080``) and eight
+  RDMA NICs on one ``gpu-rdma-vpc`` network with a ``<zone>-vpc-roce`` network profile
+  (``a3ultra-slurm-blueprint.yaml@1047080``, ``a3ultra-slurm-rdma-net``: 8 subnetworks); the
+  guest's names of the RDMA devices are not in those files (the gIB plugin finds them itself).
 - Azure: ND H100 v5 / ND H200 v5 sizes (https://learn.microsoft.com/azure/virtual-machines/
   sizes/gpu-accelerated/ndh100v5-series); IB device names from Azure/azurehpc-health-checks
   ``conf/nd96isr_h100_v5.conf`` (``mlx5_ib0..7``, 400 Gb/s) and ``nd96isr_h200_v5.conf``
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 CloudKind = Literal["aws", "gcp", "azure"]
-Fabric = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "infiniband", "ethernet"]
+Fabric = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gcp-rdma", "infiniband", "ethernet"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,10 @@ class InstanceType:
     # GCP: the host (control) NIC and the GPU NICs, in attach order, as the guest names them.
     host_nic: str | None = None
     gpu_nics: tuple[str, ...] = ()
+    # GCP RDMA types (A3 Ultra): every gVNIC NCCL may bootstrap over, and how many RDMA NICs
+    # (MRDMA on a RoCE network profile VPC) the type has.
+    socket_nics: tuple[str, ...] = ()
+    rdma_nics: int = 0
     # Azure: InfiniBand devices for NCCL (exact names) and the NICs NCCL must not use.
     ib_devices: tuple[str, ...] = ()
     excluded_nics: tuple[str, ...] = ()
@@ -187,6 +196,20 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             host_nic="enp0s12",
             gpu_nics=("enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"),
             network_gbps=1800,
+            numa_nodes=2,
+        ),
+        InstanceType(
+            "a3-ultragpu-8g",
+            "gcp",
+            vcpus=224,
+            memory_gib=2952,
+            gpus=8,
+            gpu_model="H200-SXM-141GB",
+            fabric="gcp-rdma",
+            host_nic="enp0s19",
+            socket_nics=("enp0s19", "enp192s20"),
+            rdma_nics=8,
+            network_gbps=3200,
             numa_nodes=2,
         ),
         InstanceType("c2-standard-8", "gcp", vcpus=8, memory_gib=32, network_gbps=16),

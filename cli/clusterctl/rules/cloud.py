@@ -31,7 +31,12 @@ AZURE_PLACEMENT_GROUP_MAX = 100
 # instances create --filesystem); Lustre itself caps fsname at 8 characters.
 _GCP_FSNAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 # Which spec fabric each instance-type fabric is written as.
-_FABRIC_FOR = {"efa": "efa", "gpudirect-tcpx": "gpudirect-tcpx", "gpudirect-tcpxo": "gpudirect-tcpxo"}
+_FABRIC_FOR = {
+    "efa": "efa",
+    "gpudirect-tcpx": "gpudirect-tcpx",
+    "gpudirect-tcpxo": "gpudirect-tcpxo",
+    "gcp-rdma": "roce",  # A3 Ultra: RoCE NICs, NCCL through Google's gIB plugin
+}
 
 
 def _cloud(spec: Spec) -> bool:

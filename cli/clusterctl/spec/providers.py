@@ -13,7 +13,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
-from clusterctl.catalog.cloud_services import DEFAULT_AWS_OFI_NCCL, DEFAULT_EFA_INSTALLER
+from clusterctl.catalog.cloud_services import (
+    DEFAULT_AWS_OFI_NCCL,
+    DEFAULT_DMABUF_IMPORT_HELPER,
+    DEFAULT_EFA_INSTALLER,
+    DEFAULT_NCCL_GIB,
+)
 from clusterctl.spec.base import StrictModel
 from clusterctl.spec.types import (
     AwsCapacityReservationId,
@@ -282,6 +287,19 @@ class GcpProvider(CloudProviderBase):
     lustre_per_unit_storage_throughput: Literal[125, 250, 500, 1000] | None = Field(
         None,
         description="Managed Lustre performance tier in MB/s per TiB. Default: chosen from the tier's bandwidth.",
+    )
+    dmabuf_import_helper: VersionStr = Field(
+        DEFAULT_DMABUF_IMPORT_HELPER,
+        description=(
+            "dmabuf-import-helper DKMS module (Google's gpudirect-tcpxo apt repository) built on A3 Mega "
+            "(GPUDirect-TCPXO) nodes."
+        ),
+        examples=["1.1"],
+    )
+    nccl_gib: VersionStr = Field(
+        DEFAULT_NCCL_GIB,
+        description="gIB NCCL plugin package `nccl-gib` (Google's gpudirect-gib apt repository) on A3 Ultra nodes.",
+        examples=["1.1.0"],
     )
 
 
