@@ -97,7 +97,13 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
         "no InfiniBand port",
         "fabric.opensm_hosts[0].port",
     ),
-    ("FAB008", _set("fabric.ipoib", {"networks": ["10.20.128.0/17"]}), Level.ERROR, "overlaps", "fabric.ipoib.networks[0]"),
+    (
+        "FAB008",
+        _set("fabric.ipoib", {"networks": ["10.20.128.0/17"]}),
+        Level.ERROR,
+        "overlaps",
+        "fabric.ipoib.networks[0]",
+    ),
     ("GPU001", _set("versions.cuda", "11.7"), Level.ERROR, "does not support Hopper", "versions.cuda"),
     ("GPU002", _set("versions.nvidia_driver", "560.35.03"), Level.ERROR, "older than 570.26", "versions.nvidia_driver"),
     ("GPU003", _set("versions.nccl", "2.21.5"), Level.ERROR, "no build for CUDA 12.8", "versions.nccl"),
@@ -137,7 +143,13 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
     ("NAM002", _gpu(hostname="{index:03d}"), Level.ERROR, "all-digit names read as addresses", "nodes[2].hostname"),
     ("SAF001", _storage(0, mount="/home/datasets"), Level.ERROR, "inside tier `home` at /home", "storage[0].mount"),
     ("SAF002", _set("slurm.partitions.1.name", "default"), Level.ERROR, "is reserved", "slurm.partitions[1].name"),
-    ("BMC001", _set("provider.bmc", {"ca_bundle": "bmc-ca.pem"}), Level.ERROR, "does not exist", "provider.bmc.ca_bundle"),
+    (
+        "BMC001",
+        _set("provider.bmc", {"ca_bundle": "bmc-ca.pem"}),
+        Level.ERROR,
+        "does not exist",
+        "provider.bmc.ca_bundle",
+    ),
     ("BMC001", _set("provider.bmc_verify_tls", False), Level.WARNING, "deprecated", "provider.bmc_verify_tls"),
 ]
 
