@@ -266,6 +266,7 @@ class NcclSetting(PlanModel):
     name: str
     value: str
     why: str
+    per_node: bool = Field(False, description="each node writes the value (e.g. NCCL_IB_HCA from its sysfs)")
 
 
 class NcclTopoPair(PlanModel):
@@ -312,6 +313,7 @@ class NcclProfile(PlanModel):
     hardware: str
     gpu_model: str
     settings: list[NcclSetting]
+    notes: list[str] = Field(default_factory=list, description="comment lines: what each node decides and why")
     topo_xml: str | None = Field(None, description="name of a topology XML shipped for this profile")
     job_env: list[NcclSetting] = Field(default_factory=list, description="per-job variables (prolog)")
     # Cloud fabrics: where the job environment comes from and when it applies.

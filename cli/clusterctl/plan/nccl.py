@@ -12,14 +12,60 @@ from clusterctl.plan.models import NcclProfile, NcclSetting
 from clusterctl.plan.nccl_cloud import cloud_nccl_profile
 from clusterctl.spec.models import HardwareProfile, Spec
 
+# The line the render leaves for each node to fill in (roles/nccl vars/main.yml __nccl_ib_hca_marker).
+NODE_IB_HCA_MARKER = "#NCCL_IB_HCA=<per node>"
+
+# GA kernel of each OS the spec allows (Ubuntu and Debian release notes): all have dma-buf in RDMA (5.12+).
+OS_KERNEL = {"ubuntu-22.04": "5.15", "ubuntu-24.04": "6.8", "debian-12": "6.1"}
+# The nvidia_driver role installs the open kernel modules from this branch on (NVIDIA's default flavour
+# from R560: techref 5.3); DMA-BUF needs them.
+OPEN_MODULES_FROM_BRANCH = 560
+
 
 def _ib_hca(profile: HardwareProfile) -> NcclSetting:
-    hcas = ",".join(f"{hca}:1" for hca in profile.rails)
+    """NCCL_IB_HCA with exact names, resolved on each node: the names depend on the node's image."""
     excluded = f"; storage NICs {', '.join(profile.storage_nics)} stay out" if profile.storage_nics else ""
     return NcclSetting(
         name="NCCL_IB_HCA",
-        value=f"={hcas}",
-        why=f"exact (=) rail HCA names: a bare mlx5_1 would also match mlx5_10-19{excluded}",
+        value="",
+        per_node=True,
+        why=(
+            f"exact (=) RDMA device names of the rails {', '.join(profile.rails)}, port 1 (a bare mlx5_1 would "
+            f"also match mlx5_10-19){excluded}. The names depend on the node's image (rdma-core's udev rule "
+            "kernel-boot/rdma-persistent-naming.rules names them ibp24s0/rocep24s0, DOCA/MOFED mlx5_N), so the "
+            "nccl role writes the line below on each node with the names its sysfs gives for these rails "
+            "(roles/rdma/library/rdma_rails.py)"
+        ),
+    )
+
+
+def gpudirect_note(spec: Spec) -> str:
+    """What GPUDirect RDMA path the nodes are expected to choose, and why (they decide at converge)."""
+    versions = spec.versions
+    branch = int(versions.nvidia_driver.split(".")[0])
+    kernel = OS_KERNEL.get(spec.os, "")
+    blockers = []
+    if branch < OPEN_MODULES_FROM_BRANCH:
+        blockers.append(f"driver {versions.nvidia_driver} gets the proprietary kernel modules")
+    if not kernel or not at_least(kernel, "5.12"):
+        blockers.append(f"{spec.os}'s kernel {kernel or 'unknown'} < 5.12")
+    if not at_least(versions.cuda, "11.7"):
+        blockers.append(f"CUDA {versions.cuda} < 11.7")
+    if not at_least(versions.nccl, "2.13.4"):
+        blockers.append(f"NCCL {versions.nccl} < 2.13.4")
+    tail = (
+        "Each node decides at converge (roles/nvidia_driver tasks/gpudirect.yml) and the nccl role appends "
+        "its choice at the end of this file."
+    )
+    if not blockers:
+        return (
+            f"GPUDirect RDMA: DMA-BUF expected (open kernel modules from driver R{OPEN_MODULES_FROM_BRANCH}: "
+            f"{versions.nvidia_driver}; {spec.os}'s kernel {kernel} >= 5.12; CUDA {versions.cuda} >= 11.7; "
+            f"NCCL {versions.nccl} >= 2.13.4), so nvidia-peermem is not loaded. {tail}"
+        )
+    return (
+        f"GPUDirect RDMA: DMA-BUF is out ({'; '.join(blockers)}): nvidia-peermem where DOCA/MOFED is installed, "
+        f"else none (inbox rdma-core cannot load nvidia-peermem: it needs MOFED's peer-memory API). {tail}"
     )
 
 
@@ -76,7 +122,10 @@ def nccl_profiles(spec: Spec) -> list[NcclProfile]:
         if cloud is not None:
             out.append(cloud)
             continue
+        notes = [gpudirect_note(spec)] if spec.fabric.kind in ("infiniband", "roce") else []
         out.append(
-            NcclProfile(hardware=name, gpu_model=profile.gpus.model, settings=nccl_settings(spec, name, profile))
+            NcclProfile(
+                hardware=name, gpu_model=profile.gpus.model, settings=nccl_settings(spec, name, profile), notes=notes
+            )
         )
     return out
