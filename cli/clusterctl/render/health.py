@@ -29,6 +29,8 @@ EXECUTABLE = 0o755
 PUBLIC = 0o644
 # Where the roles install the files (the scripts' defaults point here).
 CONF_PATH = "/etc/clusterctl/health.conf"
+# The rails' RDMA device names the rdma role recorded at converge (roles/rdma rdma_rails_file).
+RAILS_PATH = "/etc/clusterctl/rdma-rails.conf"
 HEALTHCHECK_PATH = "/usr/local/sbin/clusterctl-healthcheck"
 DCGM_DIAG_PATH = "/usr/local/sbin/clusterctl-dcgm-diag"
 # Drains by these scripts carry this prefix; the health check resumes only its own drains.
@@ -45,7 +47,8 @@ class HealthNode:
         host: The node's hostname (``hostname -s`` on the node).
         gpus: GPUs it must have.
         gpu_check: ``nvidia-smi`` for real GPUs, ``devices`` for emulated ones, ``none``.
-        hcas: InfiniBand HCAs whose ports must be ACTIVE.
+        hcas: Rail HCAs (PCI addresses or RDMA device names, as the spec names them) whose ports
+            must be ACTIVE; the script finds each one's device in the node's sysfs.
         mounts: Mount points that must be mounted.
     """
 
@@ -101,6 +104,7 @@ def health_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[File
         "nodes": health_nodes(plan),
         "driver_pin": plan.cluster.versions.get("nvidia_driver", "-"),
         "conf_path": CONF_PATH,
+        "rails_path": RAILS_PATH,
         "reason_prefix": REASON_PREFIX,
     }
 
