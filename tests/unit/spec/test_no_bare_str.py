@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, TypeAdapter, WrapValidator
 
 import clusterctl.spec
 from clusterctl.spec.base import StrictModel
@@ -121,3 +121,14 @@ def test_the_schema_shows_every_string_fields_contract() -> None:
         if "pattern" in node:
             assert "(?P<" not in node["pattern"], f"{where}: Python-only group names are not JSON Schema"
             re.compile(node["pattern"])
+
+
+def test_every_documented_example_is_accepted_by_its_field() -> None:
+    checked = 0
+    for model in _spec_models():
+        for info in model.model_fields.values():
+            field_type: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+            for example in info.examples or []:
+                TypeAdapter(field_type).validate_python(example)  # raises with the field's own message
+                checked += 1
+    assert checked > 40
