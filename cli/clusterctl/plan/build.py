@@ -14,7 +14,7 @@ from pathlib import Path
 
 from clusterctl.catalog.compat import OS_CODENAME, SLURM_SUSPEND_EXC_STATES, at_least
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
-from clusterctl.hostlist import compress
+from clusterctl.hostlist import compress, expand
 from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fattree import FatTree, size_fat_tree
@@ -44,6 +44,7 @@ from clusterctl.plan.models import (
     WorkloadPlan,
 )
 from clusterctl.plan.nccl import nccl_profiles
+from clusterctl.plan.nccl_cloud import gcp_versions
 from clusterctl.plan.rdma import apply_rdma
 from clusterctl.spec.machines import Machine, MachinesError, read_machines
 from clusterctl.spec.models import HardwareProfile, LustreStorage, NfsStorage, Spec, WekaStorage
@@ -571,6 +572,40 @@ def _job_scripts(spec: Spec, nodes: list[PlanNode], nccl: list[NcclProfile], slu
         slurm.health_check_interval_s = 60 if slurm.container_nodes else 300
 
 
+def _vendor_slurm(nodes: list[PlanNode], nccl: list[NcclProfile], slurm: SlurmPlan) -> None:
+    """The cloud vendor's Slurm settings for its GPU machine types (plan.nccl_cloud: GCP A3 Mega/Ultra).
+
+    Every partition holding such nodes gets the vendor's partition settings (the strictest when
+    several types meet); the long-prolog timeouts are cluster-wide, the largest asked for.
+    """
+    vendor = {p.hardware: p.slurm for p in nccl if p.slurm is not None}
+    if not vendor:
+        return
+    by_host = {n.hostname: n.hardware for n in nodes}
+    for part in slurm.partitions:
+        wanted = [vendor[hw] for hw in sorted({by_host[h] for h in expand(part.hosts)} & vendor.keys())]
+        if not wanted:
+            continue
+        if any(v.oversubscribe for v in wanted):
+            part.oversubscribe = "EXCLUSIVE"
+        resume = [v.resume_timeout_s for v in wanted if v.resume_timeout_s]
+        if resume and part.burst:
+            # Never shorter than what the spec's burst groups need to boot and be configured.
+            resume += [b.resume_timeout_s for b in slurm.burst]
+        suspend = [v.suspend_timeout_s for v in wanted if v.suspend_timeout_s]
+        if resume:
+            part.resume_timeout_s = max(resume)
+        if suspend:
+            part.suspend_timeout_s = max(suspend)
+        part.vendor_sources = sorted({v.partition_source for v in wanted})
+    for attr in ("message_timeout_s", "batch_start_timeout_s", "prolog_epilog_timeout_s"):
+        values = [getattr(v, attr) for v in vendor.values() if getattr(v, attr)]
+        if values:
+            setattr(slurm, attr, max(values))
+    sources = sorted({v.timeouts_source for v in vendor.values() if v.timeouts_source})
+    slurm.timeouts_source = "; ".join(sources) or None
+
+
 def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan:
     """Resolve ``spec`` into a plan.
 
@@ -585,6 +620,7 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
     slurm = _resolve_slurm(spec, nodes, switches, blocks, fabric)
     nccl = nccl_profiles(spec)
     _job_scripts(spec, nodes, nccl, slurm)
+    _vendor_slurm(nodes, nccl, slurm)
     gpus = _resolve_gpus(nodes)
     workload = _resolve_workload(spec, nodes, gpus)
     checkpoint_bytes = CHECKPOINT_BYTES_PER_PARAM * spec.workload.model_params_b * 1e9 if spec.workload else None
@@ -617,6 +653,7 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
     gateway = network.gateway or IPv4Address(int(network.management_cidr.network_address) + 1)
     versions = spec.versions.model_dump()
     versions["fabric_manager"] = spec.versions.fabric_manager or spec.versions.nvidia_driver
+    versions.update(gcp_versions(spec))
     return Plan(
         cluster=ClusterInfo(
             name=spec.name,

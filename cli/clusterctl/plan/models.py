@@ -171,6 +171,11 @@ class SlurmPartitionPlan(PlanModel):
     max_nodes: int | None = None
     burst: bool = False
     suspend_time_s: int | None = None
+    # Cloud vendors' partition settings for their GPU machine types (GCP A3 Mega / A3 Ultra).
+    oversubscribe: Literal["EXCLUSIVE"] | None = Field(None, description="OverSubscribe= (whole nodes per job)")
+    resume_timeout_s: int | None = None
+    suspend_timeout_s: int | None = None
+    vendor_sources: list[str] = Field(default_factory=list, description="vendor files these settings come from")
 
 
 class BurstGroupPlan(PlanModel):
@@ -214,6 +219,11 @@ class SlurmPlan(PlanModel):
     container_nodes: bool = False
     pyxis: bool = False
     tree_width: int | None = None
+    # Long prologs (GCP A3 Mega: the receive-datapath-manager starts in the prolog).
+    message_timeout_s: int | None = None
+    batch_start_timeout_s: int | None = None
+    prolog_epilog_timeout_s: int | None = None
+    timeouts_source: str | None = Field(None, description="vendor file the long-prolog timeouts come from")
 
 
 class LnetNetwork(PlanModel):
@@ -305,6 +315,28 @@ class NcclJobDaemon(PlanModel):
     args: list[str] = Field(description="arguments after the image")
     install_image: str | None = Field(None, description="plugin installer image run once when the plugin is missing")
     install_check: str | None = Field(None, description="file whose absence triggers the installer")
+    install_dir: str | None = Field(None, description="where the installer writes the plugin (reinstalled per image)")
+    modules: list[str] = Field(default_factory=list, description="kernel modules loaded before the daemon starts")
+    ready_line: str | None = Field(None, description="log line that says the daemon is ready")
+    ready_tries: int = Field(60, description="log checks before the prolog gives up")
+    ready_interval_s: int = Field(2, description="seconds between log checks")
+    registry: str | None = Field(None, description="image registry the node's gcloud credentials are set up for")
+    sources: list[str] = Field(default_factory=list, description="vendor files the prolog/epilog follow")
+
+
+
+class NcclVendorSlurm(PlanModel):
+    """Slurm settings a cloud vendor's reference cluster uses for one GPU machine type."""
+
+    oversubscribe: Literal["EXCLUSIVE"] | None = Field(None, description="partitions with these nodes")
+    resume_timeout_s: int | None = Field(None, description="partitions with these nodes")
+    suspend_timeout_s: int | None = Field(None, description="partitions with these nodes")
+    message_timeout_s: int | None = None
+    batch_start_timeout_s: int | None = None
+    prolog_epilog_timeout_s: int | None = None
+    partition_source: str = Field(description="vendor file of the partition settings")
+    timeouts_source: str | None = Field(None, description="vendor file of the timeouts")
+
 
 
 class NcclProfile(PlanModel):
@@ -323,7 +355,11 @@ class NcclProfile(PlanModel):
     job_env_multinode_only: bool = Field(False, description="job_env and the daemon apply to multi-node jobs only")
     job_env_profile: str | None = Field(None, description="vendor script the task prolog sources before job_env")
     job_env_lib_dir: str | None = Field(None, description="NCCL_LIB_DIR for job_env_profile")
+    job_env_ld_path: list[str] = Field(
+        default_factory=list, description="plugin library directories put first on the task's LD_LIBRARY_PATH"
+    )
     job_daemon: NcclJobDaemon | None = None
+    slurm: NcclVendorSlurm | None = Field(None, description="Slurm settings the vendor's reference cluster uses")
     sources: list[str] = Field(default_factory=list, description="where the settings come from")
 
 

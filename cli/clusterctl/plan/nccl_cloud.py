@@ -26,6 +26,7 @@ from clusterctl.plan.models import (
     NcclTopoCpu,
     NcclTopology,
     NcclTopoPair,
+    NcclVendorSlurm,
 )
 from clusterctl.spec.models import HardwareProfile, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider
@@ -36,14 +37,6 @@ TOPO_DIR = "/etc/clusterctl/nccl"
 AWS_SOURCES = [
     "aws-ofi-nccl doc/efa-env-var.md (EFA cheatsheet)",
     "awsome-distributed-training 1.architectures/efa-cheatsheet.md",
-]
-TCPX_SOURCES = [
-    "GoogleCloudPlatform/cluster-toolkit examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh",
-    "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpx/README.md (release NCCL configs)",
-]
-TCPXO_SOURCES = [
-    "GoogleCloudPlatform/cluster-toolkit examples/machine-learning/a3-megagpu-8g/nccl-tests/run-nccl-tests.sh",
-    "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md (release notes)",
 ]
 AZURE_SOURCES = ["Azure/azhpc-images components/customizations/ndv5.sh and topology/ndv5-topo.xml"]
 
@@ -98,7 +91,51 @@ def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> N
     )
 
 
-# --- GCP GPUDirect-TCPX / TCPXO --------------------------------------------------------------
+# --- GCP GPUDirect-TCPX / TCPXO and A3 Ultra (gIB) -------------------------------------------
+# The vendor files the GCP settings below follow (owner/repo:path@commit); the generated files
+# and tests/conformance/gcp-* name them again.
+CTK = "GoogleCloudPlatform/cluster-toolkit"
+CTK_AT = "@1047080"
+A3MEGA_BLUEPRINT = f"{CTK}:examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml{CTK_AT}"
+A3MEGA_NCCL_TESTS = f"{CTK}:examples/machine-learning/a3-megagpu-8g/nccl-tests/run-nccl-tests.sh{CTK_AT}"
+A3HIGH_BLUEPRINT = f"{CTK}:examples/machine-learning/a3-highgpu-8g/a3high-slurm-blueprint.yaml{CTK_AT}"
+A3ULTRA_BLUEPRINT = f"{CTK}:examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml{CTK_AT}"
+A3ULTRA_NCCL_TESTS = f"{CTK}:examples/machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh{CTK_AT}"
+A3ULTRA_DOCKERFILE = f"{CTK}:examples/machine-learning/a3-ultragpu-8g/nemo-framework/Dockerfile{CTK_AT}"
+LONG_PROLOG_TPL = (
+    f"{CTK}:community/modules/scheduler/schedmd-slurm-gcp-v6-controller/etc/long-prolog-slurm.conf.tpl{CTK_AT}"
+)
+RXDM_PROLOG = "GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b"
+TCPXO_README = "google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1"
+TCPXO_PROFILE = "google/nccl-plugin-gpudirect-tcpxo:tcpxo_scripts/nccl-env-profile.sh@04815d1"
+
+TCPX_SOURCES = [
+    "GoogleCloudPlatform/cluster-toolkit examples/machine-learning/a3-highgpu-8g/nccl-tests/run-nccl-tests.sh",
+    "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpx/README.md (release NCCL configs)",
+]
+TCPXO_SOURCES = [
+    A3MEGA_NCCL_TESTS,
+    TCPXO_PROFILE,
+    "GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md (release notes)",
+]
+GIB_SOURCES = [A3ULTRA_NCCL_TESTS, A3ULTRA_DOCKERFILE, A3ULTRA_BLUEPRINT]
+
+# Where the TCPXO plugin installer writes NCCL, the plugin and its profile (Google's prolog runs it
+# with -v /var/lib:/var/lib; tcpxo_scripts/container_entry.sh, install_nccl_env_profile).
+TCPXO_LIB_DIR = "/var/lib/tcpxo/lib64"
+# Where the nccl-gib package installs (a3ultra blueprint: /etc/profile.d/nccl-gib.sh).
+GIB_DIR = "/usr/local/gib"
+# The log line Google's prolog waits for (60 checks, 2 s apart) before the job may start.
+RXDM_READY = "Buffer manager initialization complete"
+
+# The toolkit's long-prolog slurm.conf template (the a3-high and a3-mega blueprints use it): the
+# plugin installer and the RxDM run in the prolog, minutes on a node's first job (image pulls).
+_LONG_PROLOG = {
+    "message_timeout_s": 600,
+    "batch_start_timeout_s": 600,
+    "prolog_epilog_timeout_s": 600,
+    "timeouts_source": LONG_PROLOG_TPL,
+}
 
 
 def _tcpx_bindings(nics: tuple[str, ...], cores: tuple[str, ...]) -> str:
@@ -111,100 +148,44 @@ _TCPX_TX = ("8-21,112-125", "8-21,112-125", "60-73,164-177", "60-73,164-177")
 _TCPX_RX = ("22-35,126-139", "22-35,126-139", "74-87,178-191", "74-87,178-191")
 
 
-def _gcp(spec: Spec, provider: GcpProvider, name: str, itype: InstanceType) -> NcclProfile:
+def _tcpx(name: str, itype: InstanceType, settings: list[NcclSetting], version: str) -> NcclProfile:
     host = itype.host_nic or "enp0s12"
-    fabric = itype.fabric
-    version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
-    release = gpudirect_release(fabric, version)
-    settings = [
-        _s(
-            "NCCL_SOCKET_IFNAME",
-            host,
-            f"bootstrap over the host NIC {host}; the GPU NICs belong to the GPUDirect plugin",
-        )
-    ]
-    if fabric == "gpudirect-tcpx":
-        algo = "Ring,Tree" if release is None or at_least(release.plugin, "3.1.12") else "Ring"
-        uds = "/run/tcpx-${SLURM_JOB_ID}"
-        job = [
-            _s("NCCL_NET", "GPUDirectTCPX_v7", "use the GPUDirect-TCPX plugin, not NCCL's socket transport"),
-            _s("NCCL_GPUDIRECTTCPX_CTRL_DEV", host, "the plugin's control traffic goes over the host NIC"),
-            _s("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", ",".join(itype.gpu_nics), "the GPU NICs carry the data"),
-            _s("NCCL_CROSS_NIC", "0", "each GPU NIC is its own VPC: rings must stay on the same NIC index"),
-            _s("NCCL_ALGO", algo, f"Google's setting for plugin v{version} (multi-node jobs)"),
-            _s("NCCL_PROTO", "Simple", "TCPX supports only the Simple protocol"),
-            _s("NCCL_NET_GDR_LEVEL", "PIX", "GPUDirect only between a GPU and the NIC on its PCI switch"),
-            _s("NCCL_P2P_PXN_LEVEL", "0", "Google's setting: no PXN over TCPX"),
-            _s("NCCL_NSOCKS_PERTHREAD", "4", "Google's socket fan-out for TCPX"),
-            _s("NCCL_SOCKET_NTHREADS", "1", "Google's socket fan-out for TCPX"),
-            _s("NCCL_DYNAMIC_CHUNK_SIZE", "524288", "Google's chunk size for TCPX"),
-            _s("NCCL_P2P_NET_CHUNKSIZE", "524288", "Google's chunk size for TCPX"),
-            _s("NCCL_P2P_PCI_CHUNKSIZE", "524288", "Google's chunk size for TCPX"),
-            _s("NCCL_P2P_NVL_CHUNKSIZE", "1048576", "Google's chunk size for TCPX"),
-            _s("NCCL_BUFFSIZE", "4194304", "Google's buffer size for TCPX"),
-            _s("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", uds, "the socket the job's receive-datapath-manager serves"),
-            _s(
-                "NCCL_GPUDIRECTTCPX_TX_BINDINGS",
-                _tcpx_bindings(itype.gpu_nics, _TCPX_TX),
-                "Google's TX CPU bindings per GPU NIC (cores near each NIC)",
-            ),
-            _s(
-                "NCCL_GPUDIRECTTCPX_RX_BINDINGS",
-                _tcpx_bindings(itype.gpu_nics, _TCPX_RX),
-                "Google's RX CPU bindings per GPU NIC",
-            ),
-            _s(
-                "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS",
-                "500000",
-                "give the receive-datapath-manager time to program flow steering",
-            ),
-            _s(
-                "LD_LIBRARY_PATH",
-                "/var/lib/tcpx/lib64:${LD_LIBRARY_PATH}",
-                "where the plugin installer puts the plugin",
-            ),
-        ]
-        daemon = NcclJobDaemon(
-            name="receive-datapath-manager",
-            image=release.rxdm_image if release else "",
-            docker_args=[
-                "--cap-add=NET_ADMIN",
-                "--network=host",
-                "--privileged",
-                "--gpus all",
-                "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
-                f"--volume {uds}:{uds}",
-                "--env LD_LIBRARY_PATH=/usr/local/nvidia/lib64",
-                "--entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd",
-            ],
-            args=[
-                "--gpu_nic_preset a3vm",
-                "--gpu_shmem_type fd",
-                f"--uds_path {uds}",
-                '--setup_param "--verbose 128 2 0"',
-            ],
-            install_image=release.plugin_image if release else None,
-            install_check="/var/lib/tcpx/lib64/libnccl-net.so",
-        )
-        return NcclProfile(
-            hardware=name,
-            gpu_model=itype.gpu_model or "",
-            settings=settings,
-            job_env=job,
-            fabric=fabric,
-            job_env_multinode_only=True,
-            job_daemon=daemon,
-            sources=TCPX_SOURCES,
-        )
-    # TCPXO: the plugin's own profile script carries the tuning; only the NIC names are ours.
-    lib_dir = "/var/lib/tcpxo/lib64"
+    release = gpudirect_release("gpudirect-tcpx", version)
+    algo = "Ring,Tree" if release is None or at_least(release.plugin, "3.1.12") else "Ring"
+    uds = "/run/tcpx-${SLURM_JOB_ID}"
     job = [
-        _s("NCCL_FASTRAK_CTRL_DEV", host, "the plugin's control traffic goes over the host NIC"),
-        _s("NCCL_FASTRAK_IFNAME", ",".join(itype.gpu_nics), "the eight GPU NICs carry the data"),
-        _s("NCCL_SOCKET_IFNAME", host, "bootstrap over the host NIC"),
-        _s("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices", "where the LLCM aperture devices appear"),
+        _s("NCCL_NET", "GPUDirectTCPX_v7", "use the GPUDirect-TCPX plugin, not NCCL's socket transport"),
+        _s("NCCL_GPUDIRECTTCPX_CTRL_DEV", host, "the plugin's control traffic goes over the host NIC"),
+        _s("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", ",".join(itype.gpu_nics), "the GPU NICs carry the data"),
+        _s("NCCL_CROSS_NIC", "0", "each GPU NIC is its own VPC: rings must stay on the same NIC index"),
+        _s("NCCL_ALGO", algo, f"Google's setting for plugin v{version} (multi-node jobs)"),
+        _s("NCCL_PROTO", "Simple", "TCPX supports only the Simple protocol"),
+        _s("NCCL_NET_GDR_LEVEL", "PIX", "GPUDirect only between a GPU and the NIC on its PCI switch"),
+        _s("NCCL_P2P_PXN_LEVEL", "0", "Google's setting: no PXN over TCPX"),
+        _s("NCCL_NSOCKS_PERTHREAD", "4", "Google's socket fan-out for TCPX"),
+        _s("NCCL_SOCKET_NTHREADS", "1", "Google's socket fan-out for TCPX"),
+        _s("NCCL_DYNAMIC_CHUNK_SIZE", "524288", "Google's chunk size for TCPX"),
+        _s("NCCL_P2P_NET_CHUNKSIZE", "524288", "Google's chunk size for TCPX"),
+        _s("NCCL_P2P_PCI_CHUNKSIZE", "524288", "Google's chunk size for TCPX"),
+        _s("NCCL_P2P_NVL_CHUNKSIZE", "1048576", "Google's chunk size for TCPX"),
+        _s("NCCL_BUFFSIZE", "4194304", "Google's buffer size for TCPX"),
+        _s("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", uds, "the socket the job's receive-datapath-manager serves"),
+        _s(
+            "NCCL_GPUDIRECTTCPX_TX_BINDINGS",
+            _tcpx_bindings(itype.gpu_nics, _TCPX_TX),
+            "Google's TX CPU bindings per GPU NIC (cores near each NIC)",
+        ),
+        _s(
+            "NCCL_GPUDIRECTTCPX_RX_BINDINGS",
+            _tcpx_bindings(itype.gpu_nics, _TCPX_RX),
+            "Google's RX CPU bindings per GPU NIC",
+        ),
+        _s(
+            "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS",
+            "500000",
+            "give the receive-datapath-manager time to program flow steering",
+        ),
     ]
-    legacy = release.rxdm_legacy_flags if release else False
     daemon = NcclJobDaemon(
         name="receive-datapath-manager",
         image=release.rxdm_image if release else "",
@@ -214,26 +195,186 @@ def _gcp(spec: Spec, provider: GcpProvider, name: str, itype: InstanceType) -> N
             "--privileged",
             "--gpus all",
             "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
-            "--volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper",
-            "--env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu",
+            f"--volume {uds}:{uds}",
+            "--env LD_LIBRARY_PATH=/usr/local/nvidia/lib64",
+            "--entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd",
         ],
-        # RxDM before v1.0.18 still expects --uid= --alsologtostderr (retired since).
-        args=["--num_hops=2", "--num_nics=8", *(["--uid=", "--alsologtostderr"] if legacy else [])],
+        args=[
+            "--gpu_nic_preset a3vm",
+            "--gpu_shmem_type fd",
+            f"--uds_path {uds}",
+            '--setup_param "--verbose 128 2 0"',
+        ],
         install_image=release.plugin_image if release else None,
-        install_check=f"{lib_dir}/nccl-env-profile.sh",
+        install_check="/var/lib/tcpx/lib64/libnccl-net.so",
+        install_dir="/var/lib/tcpx/lib64",
+        registry="us-docker.pkg.dev",
+        sources=list(TCPX_SOURCES),
     )
     return NcclProfile(
         hardware=name,
         gpu_model=itype.gpu_model or "",
         settings=settings,
         job_env=job,
-        fabric=fabric,
+        fabric="gpudirect-tcpx",
         job_env_multinode_only=True,
-        job_env_profile=f"{lib_dir}/nccl-env-profile.sh",
-        job_env_lib_dir=lib_dir,
+        job_env_ld_path=["/var/lib/tcpx/lib64"],
         job_daemon=daemon,
+        slurm=NcclVendorSlurm(oversubscribe="EXCLUSIVE", partition_source=A3HIGH_BLUEPRINT, **_LONG_PROLOG),
+        sources=TCPX_SOURCES,
+    )
+
+
+def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version: str) -> NcclProfile:
+    host = itype.host_nic or "enp0s12"
+    release = gpudirect_release("gpudirect-tcpxo", version)
+    # The plugin's own nccl-env-profile.sh carries the tuning of its release; only the NIC names
+    # (Google's Slurm images name them enp*, the profile's defaults are GKE's eth*) and the aperture
+    # directory are set on top, exactly as run-nccl-tests.sh does after sourcing it.
+    job = [
+        _s("NCCL_FASTRAK_CTRL_DEV", host, "the plugin's control traffic goes over the host NIC"),
+        _s("NCCL_FASTRAK_IFNAME", ",".join(itype.gpu_nics), "the eight GPU NICs carry the data"),
+        _s("NCCL_SOCKET_IFNAME", host, "bootstrap over the host NIC"),
+        _s("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices", "where the LLCM aperture devices appear"),
+    ]
+    # RxDM before v1.0.20 still expects --num_nics=8 --uid= --alsologtostderr (retired since:
+    # google/nccl-plugin-gpudirect-tcpxo README, "Notes for Existing Users").
+    legacy = release.rxdm_legacy_flags if release else False
+    daemon = NcclJobDaemon(
+        name="receive-datapath-manager",
+        image=release.rxdm_image if release else "",
+        # The flags of Google's own prolog (receive-data-path-manager-mega).
+        docker_args=[
+            "--cap-add=NET_ADMIN",
+            "--network=host",
+            "--privileged",
+            "--gpus all",
+            "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
+            "--volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper",
+            "--env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu",
+        ],
+        args=["--num_hops=2", *(["--num_nics=8", "--uid=", "--alsologtostderr"] if legacy else [])],
+        install_image=release.plugin_image if release else None,
+        install_check=f"{TCPXO_LIB_DIR}/nccl-env-profile.sh",
+        install_dir=TCPXO_LIB_DIR,
+        # Google's prolog loads the dmabuf import helper (DKMS module import-helper) first.
+        modules=["import-helper"],
+        ready_line=RXDM_READY,
+        ready_tries=60,
+        ready_interval_s=2,
+        registry="us-docker.pkg.dev",
+        sources=[RXDM_PROLOG, TCPXO_README],
+    )
+    return NcclProfile(
+        hardware=name,
+        gpu_model=itype.gpu_model or "",
+        settings=settings,
+        job_env=job,
+        fabric="gpudirect-tcpxo",
+        job_env_multinode_only=True,
+        job_env_profile=f"{TCPXO_LIB_DIR}/nccl-env-profile.sh",
+        job_env_lib_dir=TCPXO_LIB_DIR,
+        job_env_ld_path=[TCPXO_LIB_DIR],
+        job_daemon=daemon,
+        slurm=NcclVendorSlurm(
+            oversubscribe="EXCLUSIVE",
+            resume_timeout_s=900,
+            suspend_timeout_s=600,
+            partition_source=A3MEGA_BLUEPRINT,
+            **_LONG_PROLOG,
+        ),
         sources=TCPXO_SOURCES,
     )
+
+
+def _gib(name: str, itype: InstanceType) -> NcclProfile:
+    """A3 Ultra: RoCE through Google's gIB NCCL plugin (no daemon, no long prolog)."""
+    socket = ",".join(itype.socket_nics)
+    settings = [
+        _s(
+            "NCCL_SOCKET_IFNAME",
+            socket,
+            "bootstrap over the two gVNIC NICs; the RDMA NICs belong to the gIB plugin",
+        )
+    ]
+    # run-nccl-tests.sh: NCCL_NET and NCCL_SOCKET_IFNAME after sourcing set_nccl_env.sh; the NeMo
+    # Dockerfile mirrors what set_nccl_env.sh sets (its NCCL_DEBUG/NCCL_DEBUG_SUBSYS are debugging
+    # aids, left to the user).
+    job = [
+        _s("NCCL_NET", "gIB", "use Google's gIB plugin, not NCCL's own IB transport or sockets"),
+        _s("NCCL_SOCKET_IFNAME", socket, "bootstrap over the two gVNIC NICs"),
+        _s("NCCL_CROSS_NIC", "0", "rail-aligned: rings stay on the same NIC index across nodes"),
+        _s("NCCL_NET_GDR_LEVEL", "PIX", "GPUDirect RDMA only between a GPU and the NIC on its PCI switch"),
+        _s("NCCL_P2P_NET_CHUNKSIZE", "131072", "Google's chunk size for gIB"),
+        _s("NCCL_NVLS_CHUNKSIZE", "524288", "Google's NVLS chunk size for gIB"),
+        _s("NCCL_IB_ADAPTIVE_ROUTING", "1", "the RoCE fabric routes adaptively"),
+        _s("NCCL_IB_QPS_PER_CONNECTION", "4", "Google's queue pairs per connection"),
+        _s("NCCL_IB_TC", "52", "the RoCE traffic class Google's network expects for data"),
+        _s("NCCL_IB_FIFO_TC", "84", "the traffic class for NCCL's FIFO (control) messages"),
+        _s(
+            "NCCL_TUNER_CONFIG_PATH",
+            f"{GIB_DIR}/configs/tuner_config_a3u.txtpb",
+            "the gIB package's tuner configuration for A3 Ultra",
+        ),
+    ]
+    return NcclProfile(
+        hardware=name,
+        gpu_model=itype.gpu_model or "",
+        settings=settings,
+        job_env=job,
+        fabric="gcp-rdma",
+        job_env_profile=f"{GIB_DIR}/scripts/set_nccl_env.sh",
+        job_env_ld_path=[f"{GIB_DIR}/lib64"],
+        slurm=NcclVendorSlurm(
+            oversubscribe="EXCLUSIVE",
+            resume_timeout_s=1200,
+            suspend_timeout_s=1200,
+            partition_source=A3ULTRA_BLUEPRINT,
+        ),
+        sources=GIB_SOURCES,
+    )
+
+
+def _gcp(spec: Spec, provider: GcpProvider, name: str, itype: InstanceType) -> NcclProfile:
+    if itype.fabric == "gcp-rdma":
+        return _gib(name, itype)
+    host = itype.host_nic or "enp0s12"
+    settings = [
+        _s(
+            "NCCL_SOCKET_IFNAME",
+            host,
+            f"bootstrap over the host NIC {host}; the GPU NICs belong to the GPUDirect plugin",
+        )
+    ]
+    version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[itype.fabric]).removeprefix("v")
+    if itype.fabric == "gpudirect-tcpx":
+        return _tcpx(name, itype, settings, version)
+    return _tcpxo(name, itype, settings, version)
+
+
+def gcp_versions(spec: Spec) -> dict[str, str]:
+    """The GCP GPUDirect pieces a spec pins, for the plan's ``versions`` (empty elsewhere).
+
+    The roles install exactly these: the TCPXO plugin installer and RxDM image tags (the prolog
+    runs them), the dmabuf-import-helper DKMS module on A3 Mega, nccl-gib on A3 Ultra.
+    """
+    provider = spec.provider
+    if not isinstance(provider, GcpProvider):
+        return {}
+    fabrics = {
+        t.fabric for t in (instance_type(p.instance_type) for p in spec.hardware.values() if p.gpus) if t is not None
+    }
+    out: dict[str, str] = {}
+    if "gpudirect-tcpxo" in fabrics:
+        version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN["gpudirect-tcpxo"]).removeprefix("v")
+        out["gpudirect_tcpxo_plugin"] = version
+        release = gpudirect_release("gpudirect-tcpxo", version)
+        if release is not None:
+            out["gpudirect_tcpxo_rxdm"] = release.rxdm
+        out["dmabuf_import_helper"] = provider.dmabuf_import_helper
+    if "gcp-rdma" in fabrics:
+        out["nccl_gib"] = provider.nccl_gib
+    return out
 
 
 # --- Azure ND (InfiniBand) ----------------------------------------------------------------------
@@ -321,7 +462,7 @@ def cloud_nccl_profile(spec: Spec, name: str, profile: HardwareProfile) -> NcclP
         return None
     if isinstance(provider, AwsProvider) and itype.fabric == "efa":
         return _aws(spec, provider, name, itype)
-    if isinstance(provider, GcpProvider) and itype.fabric in ("gpudirect-tcpx", "gpudirect-tcpxo"):
+    if isinstance(provider, GcpProvider) and itype.fabric in ("gpudirect-tcpx", "gpudirect-tcpxo", "gcp-rdma"):
         return _gcp(spec, provider, name, itype)
     if isinstance(provider, AzureProvider) and itype.fabric == "infiniband":
         return _azure(name, itype)

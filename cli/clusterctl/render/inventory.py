@@ -128,8 +128,17 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             {"name": t.name, "kind": t.kind, "mount": t.mount, "unit": t.unit_name, "requires_lnet": t.requires_lnet}
             for t in plan.storage
         ],
+        **_nccl_fabric_vars(plan),
     }
 
+
+def _nccl_fabric_vars(plan: Plan) -> dict[str, Any]:
+    """The cloud fabric of each GPU hardware profile (gpudirect-tcpxo, gcp-rdma, efa, ...), when any.
+
+    The vendor-specific roles (roles/gpudirect) pick their nodes by ``clusterctl_hardware`` with it.
+    """
+    fabrics = {p.hardware: p.fabric for p in plan.nccl if p.fabric}
+    return {"clusterctl_nccl_fabrics": dict(sorted(fabrics.items()))} if fabrics else {}
 
 def forks(plan: Plan) -> int:
     """Ansible forks for this cluster: one per node, capped."""

@@ -11,6 +11,7 @@ import pytest
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan.models import NcclProfile
+from clusterctl.spec.findings import SpecError
 from tests.conftest import EXAMPLES
 from tests.specs import example_data, write_spec
 
@@ -139,3 +140,71 @@ def test_topology_xml_pairs_gpus_and_nics_as_azures_file(tmp_path: Path, fixture
     assert ours.get("version") == azure.get("version") == "1"
     assert _pairs(ours) == _pairs(azure)
     assert [c.get("affinity") for c in ours.iter("cpu")] == [c.get("affinity") for c in azure.iter("cpu")]
+
+def test_gcp_tcpxo_vendor_slurm_and_pins(tmp_path: Path) -> None:
+    plan = load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan
+    (profile,) = plan.nccl
+    assert profile.slurm is not None
+    assert profile.slurm.oversubscribe == "EXCLUSIVE"
+    assert profile.job_env_ld_path == ["/var/lib/tcpxo/lib64"]
+    assert profile.job_daemon is not None
+    assert profile.job_daemon.ready_line == "Buffer manager initialization complete"
+    assert profile.job_daemon.modules == ["import-helper"]
+    # Every partition holding A3 Mega nodes gets the vendor's settings; the timeouts are global.
+    assert {(p.name, p.oversubscribe, p.resume_timeout_s, p.suspend_timeout_s) for p in plan.slurm.partitions} == {
+        ("a3mega", "EXCLUSIVE", 900, 600),
+        ("debug", "EXCLUSIVE", 900, 600),
+    }
+    assert (plan.slurm.message_timeout_s, plan.slurm.batch_start_timeout_s, plan.slurm.prolog_epilog_timeout_s) == (
+        600,
+        600,
+        600,
+    )
+    versions = plan.cluster.versions
+    assert versions["dmabuf_import_helper"] == "1.1"
+    assert (versions["gpudirect_tcpxo_plugin"], versions["gpudirect_tcpxo_rxdm"]) == ("1.0.15", "1.0.21")
+    assert "nccl_gib" not in versions
+
+
+def test_gcp_tcpxo_partition_without_a3mega_nodes_is_untouched(tmp_path: Path) -> None:
+    data = copy.deepcopy(example_data("gcp-a3mega.yaml"))
+    data["nodes"].append({"group": "cpu", "role": "compute", "hardware": "head", "count": 2})
+    data["slurm"]["partitions"].append({"name": "cpu", "groups": ["cpu"], "max_time": "01:00:00"})
+    plan = load_and_validate(write_spec(tmp_path, data)).plan
+    cpu = next(p for p in plan.slurm.partitions if p.name == "cpu")
+    assert (cpu.oversubscribe, cpu.resume_timeout_s, cpu.vendor_sources) == (None, None, [])
+
+
+def test_gcp_rdma_a3_ultra_profile(tmp_path: Path) -> None:
+    data = copy.deepcopy(example_data("gcp-a3mega.yaml"))
+    data["hardware"]["a3mega"] = {
+        "instance_type": "a3-ultragpu-8g",
+        "gpus": {"model": "H200-SXM-141GB", "count": 8},
+        "cpus": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2},
+        "memory_gib": 2952,
+    }
+    data["fabric"] = {"kind": "roce", "speed_gbps": 400, "layout": "rack-leaf", "nodes_per_rack": 4}
+    data["provider"].pop("gpudirect_plugin")
+    data["versions"].update(nvidia_driver="580.65.06", cuda="12.9", nccl="2.27.5")
+    plan = load_and_validate(write_spec(tmp_path, data)).plan
+    (profile,) = plan.nccl
+    env = _names(profile.job_env)
+    assert (profile.fabric, env["NCCL_NET"], env["NCCL_SOCKET_IFNAME"]) == ("gcp-rdma", "gIB", "enp0s19,enp192s20")
+    assert profile.job_env_profile == "/usr/local/gib/scripts/set_nccl_env.sh"
+    assert profile.job_daemon is None
+    assert not profile.job_env_multinode_only
+    assert plan.slurm.prolog is None
+    assert plan.slurm.prolog_epilog_timeout_s is None
+    assert {(p.oversubscribe, p.resume_timeout_s, p.suspend_timeout_s) for p in plan.slurm.partitions} == {
+        ("EXCLUSIVE", 1200, 1200)
+    }
+    assert plan.cluster.versions["nccl_gib"] == "1.1.0"
+    assert "dmabuf_import_helper" not in plan.cluster.versions
+
+
+def test_gcp_rdma_needs_the_roce_fabric(tmp_path: Path) -> None:
+    data = copy.deepcopy(example_data("gcp-a3mega.yaml"))
+    data["hardware"]["a3mega"]["instance_type"] = "a3-ultragpu-8g"
+    data["hardware"]["a3mega"]["gpus"]["model"] = "H200-SXM-141GB"
+    with pytest.raises(SpecError, match="fabric"):
+        load_and_validate(write_spec(tmp_path, data))
