@@ -20,6 +20,7 @@ Layout written under OUT (see README.md beside this file):
     enroot/releases/download/v<ver>/      enroot and enroot+caps .debs (GitHub release layout)
     pyxis/                                nvslurm-plugin-pyxis .deb (what pyxis' `make deb` builds)
     nccl-tests/                           a source archive with nccl-tests' make interface
+    gce-ai-infra/dists/<suite>/           Google's GPUDirect apt suites (gcp_gpudirect.py beside this file)
     keys/clusterctl-standin.asc           the throwaway signing key (also in every repo dir)
 
 Each repository is signed (InRelease, Release.gpg) by a key generated per build, so the
@@ -46,6 +47,10 @@ import textwrap
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Sibling module: Google's GPUDirect apt repositories.
+import gcp_gpudirect
 
 STANDIN = "clusterctl test stand-in"
 MAINTAINER = "clusterctl tests <clusterctl-tests@invalid>"
@@ -771,6 +776,7 @@ def build(out: Path, distro: str, slurm_version: str) -> None:
             b.build_deb(p, stage / "enroot" / "releases" / "download" / "v3.5.0")
         b.build_deb(pyxis(b, "0.20.0", slurm_version), stage / "pyxis")
         nccl_tests_archive(stage / "nccl-tests")
+        gcp_gpudirect.build_gcp(b, Pkg, stage, gnupghome, key)
         (stage / "keys").mkdir()
         (stage / "keys" / "clusterctl-standin.asc").write_text(key)
         (stage / "README.txt").write_text(
@@ -796,7 +802,8 @@ def main() -> int:
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
-    stamp = hashlib.sha256(Path(__file__).read_bytes() + f"{args.distro} {args.slurm_version}".encode()).hexdigest()
+    sources = Path(__file__).read_bytes() + Path(gcp_gpudirect.__file__).read_bytes()
+    stamp = hashlib.sha256(sources + f"{args.distro} {args.slurm_version}".encode()).hexdigest()
     with (out / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp_file = out / ".stamp"
