@@ -76,6 +76,8 @@ class InstanceType:
     # NUMA nodes and the vendor's GPU<->NIC PCI pairing (None: let NCCL detect).
     numa_nodes: int = 1
     pci_pairs: tuple[PciPair, ...] = ()
+    # NUMA node of GPU 0..N-1 (gres.conf Cores=); empty where no vendor file says it.
+    gpu_numa: tuple[int, ...] = ()
     topology_name: str | None = None  # name of the vendor's topology file (e.g. "ndv5")
     # CPU identity as NCCL's topology XML records it (vendor, family, model).
     cpu_vendor: str | None = None
@@ -98,6 +100,21 @@ _NDV5_PAIRS = tuple(
 )
 _NDV5_IB = tuple(f"mlx5_ib{i}" for i in range(8))
 
+# GPUs 0-3 on NUMA node 0, 4-7 on node 1 (gres.conf Cores=). Sources:
+# - p4d/p4de.24xlarge: aws-ofi-nccl topology/p4d-24xl-topo.xml and p4de-24xl-topo.xml @2daf7d3
+#   (GPUs 0-3 under <cpu numaid="0">, 4-7 under numaid="1").
+# - p5.48xlarge: awslabs/awsome-distributed-training @7217859
+#   1.architectures/7.sagemaker-hyperpod-eks/slinky-slurm/README.md ("ml.p5.48xlarge ... GPUs are
+#   split across two NUMA nodes (0-3 on NUMA 0, 4-7 on NUMA 1)").
+# - a3-highgpu-8g: GoogleCloudPlatform/container-engine-accelerators @992db812
+#   gpudirect-tcpx/nccl-config.yaml NCCL_GPUDIRECTTCPX_TX/RX_BINDINGS (and cluster-toolkit
+#   a3-highgpu-8g/nccl-tests/run-nccl-tests.sh): the NICs of GPUs 0-3 (eth1, eth2) are served by
+#   cores 8-35 of socket 0, those of GPUs 4-7 (eth3, eth4) by cores 60-87 of socket 1.
+# - a3-megagpu-8g: inferred, not from a vendor file: the same 2 x 52-core host as a3-highgpu-8g,
+#   and its GPU NICs split the same way by PCI bus (enp6/7/13/14s0 low, enp134/135/141/142s0 high).
+# - ND H100/H200 v5: Azure's ndv5-topo.xml (_NDV5_PAIRS above).
+_GPU_NUMA_4_4 = (0, 0, 0, 0, 1, 1, 1, 1)
+
 INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
     for t in (
@@ -114,6 +131,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             network_cards=32,
             network_gbps=3200,
             numa_nodes=2,
+            gpu_numa=_GPU_NUMA_4_4,
         ),
         InstanceType(
             "p5e.48xlarge",
@@ -153,6 +171,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             network_cards=4,
             network_gbps=400,
             numa_nodes=2,
+            gpu_numa=_GPU_NUMA_4_4,
         ),
         InstanceType(
             "p4de.24xlarge",
@@ -166,6 +185,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             network_cards=4,
             network_gbps=400,
             numa_nodes=2,
+            gpu_numa=_GPU_NUMA_4_4,
         ),
         InstanceType("m5.8xlarge", "aws", vcpus=32, memory_gib=128, network_gbps=10),
         InstanceType("m6i.4xlarge", "aws", vcpus=16, memory_gib=64, network_gbps=12),
@@ -184,6 +204,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             gpu_nics=("enp6s0", "enp12s0", "enp134s0", "enp140s0"),
             network_gbps=1000,
             numa_nodes=2,
+            gpu_numa=_GPU_NUMA_4_4,
         ),
         InstanceType(
             "a3-megagpu-8g",
@@ -197,6 +218,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             gpu_nics=("enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"),
             network_gbps=1800,
             numa_nodes=2,
+            gpu_numa=_GPU_NUMA_4_4,
         ),
         InstanceType(
             "a3-ultragpu-8g",
@@ -228,6 +250,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             ib_devices=_NDV5_IB,
             numa_nodes=2,
             pci_pairs=_NDV5_PAIRS,
+            gpu_numa=tuple(pair.numa for pair in _NDV5_PAIRS),
             topology_name="ndv5",
             network_gbps=3200,
             cpu_vendor="GenuineIntel",
@@ -246,6 +269,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             excluded_nics=("mlx5_an0",),
             numa_nodes=2,
             pci_pairs=_NDV5_PAIRS,
+            gpu_numa=tuple(pair.numa for pair in _NDV5_PAIRS),
             topology_name="ndv5",
             network_gbps=3200,
             cpu_vendor="GenuineIntel",

@@ -18,6 +18,7 @@ from clusterctl.hostlist import compress, expand
 from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fattree import FatTree, size_fat_tree
+from clusterctl.plan.gres import gres_gpu_lines
 from clusterctl.plan.models import (
     BurstGroupPlan,
     ClusterInfo,
@@ -302,16 +303,8 @@ def _resolve_slurm(
         if profile.gpus:
             gtype = GPU_MODELS[profile.gpus.model].gres_type
             gres = f"gpu:{gtype}:{profile.gpus.count}"
-            last = profile.gpus.count - 1
-            gres_lines.append(
-                GresLine(
-                    hosts=hosts,
-                    type=gtype,
-                    count=profile.gpus.count,
-                    file=f"/dev/nvidia[0-{last}]" if last else "/dev/nvidia0",
-                    autodetect="off" if group.burst else None,
-                )
-            )
+            # One line per GPU with the cores of its NUMA node (plan/gres.py).
+            gres_lines.extend(gres_gpu_lines(hosts, group.hardware, profile, cloud=group.burst is not None))
         features = [group.group, group.hardware]
         if group.burst:
             features.append("burst")

@@ -159,6 +159,8 @@ class GresLine(PlanModel):
     count: int
     file: str
     autodetect: str | None = Field(None, description="per-node AutoDetect (off for cloud nodes)")
+    cores: str | None = Field(None, description="Cores=: logical core indexes of the GPU's NUMA node")
+    note: str | None = Field(None, description="comment above the group's lines: where Cores= comes from")
 
 
 class SlurmPartitionPlan(PlanModel):

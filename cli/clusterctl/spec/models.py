@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator, model_validator
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.spec.base import StrictModel
@@ -34,6 +34,7 @@ from clusterctl.spec.types import (
     MountPoint,
     NetdevName,
     NonNegativeInt,
+    NumaNode,
     PositiveInt,
     RailDevice,
     SafeName,
@@ -97,6 +98,21 @@ class GpuSpec(StrictModel):
 
     model: GpuModel = Field(description="GPU model.", examples=sorted(GPU_MODELS))
     count: PositiveInt = Field(description="GPUs per server.", examples=[8])
+    numa: list[NumaNode] | None = Field(
+        None,
+        max_length=64,
+        description=(
+            "NUMA node of GPU 0..N-1 (the NUMA Affinity column of nvidia-smi topo -m); gres.conf binds each GPU "
+            "to that node's cores (Cores=). Default: the cloud instance type's map, else no Cores=."
+        ),
+        examples=[[0, 0, 0, 0, 1, 1, 1, 1]],
+    )
+
+    @model_validator(mode="after")
+    def _one_numa_node_per_gpu(self) -> GpuSpec:
+        if self.numa is not None and len(self.numa) != self.count:
+            raise ValueError(f"numa lists {len(self.numa)} NUMA nodes for {self.count} GPUs; give one per GPU")
+        return self
 
 
 class CpuSpec(StrictModel):
@@ -105,6 +121,24 @@ class CpuSpec(StrictModel):
     sockets: PositiveInt = Field(description="CPU sockets.")
     cores_per_socket: PositiveInt = Field(description="Physical cores per socket.")
     threads_per_core: PositiveInt = Field(1, description="Hardware threads per core.")
+    numa_nodes: PositiveInt | None = Field(
+        None,
+        description=(
+            "NUMA nodes (default: one per socket); more than the sockets where the BIOS splits them "
+            "(AMD NPS2/NPS4, Intel SNC), each socket's cores divided evenly among its nodes."
+        ),
+        examples=[2, 8],
+    )
+
+    @model_validator(mode="after")
+    def _numa_nodes_split_the_sockets(self) -> CpuSpec:
+        nodes = self.numa_nodes
+        if nodes is not None and (nodes % self.sockets or self.cores_per_socket % (nodes // self.sockets)):
+            raise ValueError(
+                f"{nodes} NUMA nodes do not divide {self.sockets} sockets of {self.cores_per_socket} cores evenly; "
+                "give a multiple of the sockets that divides each socket's cores"
+            )
+        return self
 
 
 class HardwareProfile(StrictModel):
@@ -134,6 +168,16 @@ class HardwareProfile(StrictModel):
     management_netdev: NetdevName = Field("eth0", description="Interface on the management network.")
     power_w: PositiveInt | None = Field(None, description="Maximum server power in watts (default: datasheet).")
     instance_type: InstanceType | None = Field(None, description="Cloud instance/machine type for cloud providers.")
+
+    @model_validator(mode="after")
+    def _gpu_numa_nodes_exist(self) -> HardwareProfile:
+        nodes = self.cpus.numa_nodes or self.cpus.sockets
+        if self.gpus is not None and self.gpus.numa and max(self.gpus.numa) >= nodes:
+            raise ValueError(
+                f"gpus.numa names NUMA node {max(self.gpus.numa)}, but the CPUs have {nodes} (0-{nodes - 1}); "
+                "set cpus.numa_nodes when the BIOS splits the sockets (NPS/SNC)"
+            )
+        return self
 
 
 # --- nodes -------------------------------------------------------------------------------------

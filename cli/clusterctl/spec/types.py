@@ -1006,3 +1006,8 @@ _bmc_address = TextCheck(
 )
 BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
 """A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
+
+# --- added for verify (GPU-NUMA map, gres.conf Cores=) ---
+# Linux numbers NUMA nodes below MAX_NUMNODES (1 << CONFIG_NODES_SHIFT, at most 1024).
+NumaNode = Annotated[int, Field(ge=0, le=1023, strict=True)]
+"""A NUMA node number, as ``nvidia-smi topo -m`` prints it in the ``NUMA Affinity`` column."""

@@ -103,7 +103,8 @@ def test_suspend_exc_states_only_where_slurm_knows_it(tmp_path: Path, burst_rend
 def test_burst_gres_is_explicit_and_burst_switch_has_no_shared_parent(burst_render: Path) -> None:
     gres = (burst_render / "gres.conf").read_text()
     assert "AutoDetect=off" in gres
-    assert re.search(r"^NodeName=gpu-b\[001-002\] Name=gpu Type=h100 File=/dev/nvidia\[0-7\]$", gres, re.MULTILINE)
+    # One line per GPU (gres.conf Cores= is per GPU); the emulated profile has no NUMA map.
+    assert re.search(r"^NodeName=gpu-b\[001-002\] Name=gpu Type=h100 File=/dev/nvidia7$", gres, re.MULTILINE)
     topology = (burst_render / "topology.conf").read_text()
     assert re.search(r"^SwitchName=burst-gpu-b Nodes=gpu-b\[001-002\]$", topology, re.MULTILINE)
     assert "gpu-b" not in "".join(line for line in topology.splitlines() if "Switches=" in line)
