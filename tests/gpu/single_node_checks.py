@@ -11,8 +11,13 @@ so the script runs on any machine. It imports only clusterctl's pure parsers and
         --rails mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7 --nccl-tests /opt/nccl-tests/build
 
 Checks: GPU inventory (``nvidia-smi --query-gpu``), GPU-NIC locality (``nvidia-smi topo -m``),
-``dcgmi diag -r N`` when DCGM is installed, and nccl-tests ``all_reduce_perf`` across the
-node's GPUs when it is built. Exit 0 when nothing failed, 1 otherwise.
+``dcgmi diag -r N`` when DCGM is installed, nccl-tests ``all_reduce_perf`` across the node's
+GPUs when it is built, and the NCCL transport: the all_reduce_perf run (or, without nccl-tests,
+a tiny torch.distributed NCCL all_reduce when PyTorch is installed) goes with
+``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET`` and its log goes through clusterctl's
+transport parser. One node connects its GPUs through P2P/SHM, so the expected verdict is
+"intra-node only" (skipped, with the network NCCL would use between nodes), never a failure;
+a log without NCCL lines fails. Exit 0 when nothing failed, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -38,19 +43,57 @@ from clusterctl.verify.judge import judge_dcgm, judge_nccl, judge_topo
 from clusterctl.verify.offline import model_from_name
 from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.verify.parsers.gpu_query import QUERY_COMMAND, parse_gpu_query
+from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import nics_near_gpus, parse_nvidia_smi_topo
 from clusterctl.verify.result import CheckResult, ParseError, Verdict
 from clusterctl.verify.thresholds import defaults_for
+from clusterctl.verify.transport import judge_transport
 
-# Where nccl-tests usually ends up when built by hand or by a role.
-NCCL_TESTS_DIRS = ("/opt/nccl-tests/build", "/usr/local/nccl-tests/build", "~/nccl-tests/build", "/usr/local/bin")
+# Where nccl-tests usually ends up when built by hand or by a role (roles/nccl: /opt/nccl-tests/bin).
+NCCL_TESTS_DIRS = (
+    "/opt/nccl-tests/bin",
+    "/opt/nccl-tests/build",
+    "/usr/local/nccl-tests/build",
+    "~/nccl-tests/build",
+    "/usr/local/bin",
+)
+# NCCL prints the transport lines ("Using network", "NET/IB : Using", channels) at INFO under
+# the INIT and NET subsystems.
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# A tiny NCCL job for machines without nccl-tests: one process per GPU, one all_reduce.
+TORCH_JOB = r"""
+import os, sys
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+
+def run(rank, world):
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method="tcp://127.0.0.1:" + sys.argv[1], rank=rank, world_size=world)
+    x = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    assert int(x[0].item()) == world, x[0].item()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    world = torch.cuda.device_count()
+    if world < 1:
+        sys.exit("no CUDA device")
+    mp.spawn(run, args=(world,), nprocs=world)
+"""
 
 
-def sh(command: list[str], timeout: float) -> tuple[int, str, str]:
-    """Run a command; a missing program is rc 127 and a timeout rc 124, like a shell."""
+def sh(command: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run a command (``env`` added to ours); a missing program is rc 127 and a timeout rc 124, like a shell."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **env} if env else None,
+        )
     except FileNotFoundError:
         return 127, "", f"{command[0]}: not found"
     except subprocess.TimeoutExpired:
@@ -78,6 +121,8 @@ class Node:
         self.args = args
         self.gpus = 0
         self.model: str | None = args.gpu_model
+        # stdout + stderr of the all_reduce_perf run (NCCL_DEBUG=INFO), for the transport check.
+        self.nccl_log: str | None = None
 
 
 def check_inventory(node: Node) -> tuple[CheckResult, str]:
@@ -154,7 +199,8 @@ def check_nccl(node: Node) -> tuple[CheckResult, str]:
         return skipped("nccl.all_reduce", "all_reduce_perf is not built (give --nccl-tests DIR)"), shown
     if node.gpus == 0:
         return skipped("nccl.all_reduce", "no GPU found by nvidia-smi"), shown
-    rc, out, err = sh(command, 1800)
+    rc, out, err = sh(command, 1800, env=NCCL_DEBUG_ENV)
+    node.nccl_log = f"{out}\n{err}"
     try:
         result = parse_nccl_tests(out, collective="all_reduce")
     except ParseError as exc:
@@ -168,7 +214,56 @@ def check_nccl(node: Node) -> tuple[CheckResult, str]:
     return judge_nccl(result, mark, min_size, target=socket.gethostname()), shown
 
 
-CHECKS: tuple[Callable[[Node], tuple[CheckResult, str]], ...] = (check_inventory, check_topo, check_dcgm, check_nccl)
+def torch_python() -> str | None:
+    """A python3 that imports torch with CUDA, or None."""
+    python = shutil.which("python3")
+    if python is None:
+        return None
+    rc, out, _ = sh([python, "-c", "import torch; print(torch.cuda.is_available())"], 120)
+    return python if rc == 0 and out.strip() == "True" else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def check_transport(node: Node) -> tuple[CheckResult, str]:
+    """The transport NCCL chose, from NCCL_DEBUG=INFO: on one node, "intra-node only" (skipped)."""
+    name = "nccl.transport"
+    if node.nccl_log is not None:
+        text, shown = node.nccl_log, "the all_reduce_perf run above, with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+    else:
+        python = torch_python()
+        shown = (
+            "python3 -c <torch.distributed all_reduce on every GPU>, with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+        )
+        if python is None:
+            return skipped(
+                name, "no NCCL program here (all_reduce_perf not built, torch with CUDA not installed)"
+            ), shown
+        rc, out, err = sh([python, "-c", TORCH_JOB, str(free_port())], 600, env=NCCL_DEBUG_ENV)
+        if rc == 124:
+            return failed(name, f"the torch NCCL job {err}."), shown
+        text = f"{out}\n{err}"
+    try:
+        log = parse_nccl_debug(text)
+    except ParseError as exc:
+        return failed(
+            name, f"NCCL printed no debug line: {exc.message}", "Check that NCCL_DEBUG reaches the job."
+        ), shown
+    result = judge_transport(log, node.args.fabric, nodes=1, target=socket.gethostname()).result
+    return result, shown
+
+
+CHECKS: tuple[Callable[[Node], tuple[CheckResult, str]], ...] = (
+    check_inventory,
+    check_topo,
+    check_dcgm,
+    check_nccl,
+    check_transport,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dcgm-level", type=int, default=1, choices=(1, 2, 3, 4), help="dcgmi diag -r level")
     parser.add_argument("--nccl-tests", metavar="DIR", help="nccl-tests build directory or all_reduce_perf path")
     parser.add_argument("--nccl-max", default="8G", help="largest all_reduce message (-e)")
+    parser.add_argument(
+        "--fabric", help="the fabric kind the node is on (infiniband, efa, ...), for the transport check"
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
 

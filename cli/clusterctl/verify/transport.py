@@ -285,17 +285,22 @@ def judge_transport(
         figures["gdr_disabled"] = ", ".join(gdr_off)
 
     if _intra_node_only(log, nodes):
-        chosen = networks.most_common(1)[0][0] if networks else "none logged"
-        figures["network_if_multinode"] = chosen
-        kinds = sorted({c.via.split("/")[0] for c in log.channels}) or ["no channel lines"]
+        chosen = networks.most_common(1)[0][0] if networks else None
+        figures["network_if_multinode"] = chosen or "not logged"
+        kinds = sorted({c.via.split("/")[0] for c in log.channels})
+        how = f"NCCL connected the GPUs through {'/'.join(kinds)}" if kinds else "the run stayed on one node"
+        later = (
+            f"it picked {chosen} for traffic between nodes"
+            if chosen
+            else "the log does not say which network it would use between nodes"
+        )
         return TransportJudgement(
             CheckResult(
                 CHECK,
                 target,
                 Verdict.SKIPPED,
                 figures,
-                f"Intra-node only: NCCL connected the GPUs through {'/'.join(kinds)} and used no network "
-                f"(it picked {chosen} for traffic between nodes).",
+                f"Intra-node only: {how} and used no network ({later}).",
                 "Run NCCL across two nodes to check the fabric's transport.",
             )
         )

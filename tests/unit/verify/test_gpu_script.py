@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "tests" / "gpu" / "single_node_checks.py"
+DEBUG = Path(__file__).parent / "data" / "nccl_debug"
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
@@ -40,7 +41,11 @@ def test_every_check_skips_without_its_tool(tmp_path: Path) -> None:
         ("topo.gpu_nic", "skipped"),
         ("dcgm.diag", "skipped"),
         ("nccl.all_reduce", "skipped"),
+        ("nccl.transport", "skipped"),
     ]
+    assert report["results"][4]["message"] == (
+        "skipped: no NCCL program here (all_reduce_perf not built, torch with CUDA not installed)"
+    )
 
 
 def test_checks_run_on_replayed_outputs(tmp_path: Path, fixtures_dir: Path) -> None:
@@ -54,7 +59,16 @@ def test_checks_run_on_replayed_outputs(tmp_path: Path, fixtures_dir: Path) -> N
     _stub(tmp_path, "dcgmi", f"cat {fixtures_dir / 'dcgm' / 'dcgmi_diag_r3_8xH200_pass_ramble.txt'}\n")
     nccl = tmp_path / "nccl-tests"
     nccl.mkdir()
-    _stub(nccl, "all_reduce_perf", f"cat {fixtures_dir / 'nccl' / 'nccl_allreduce_1x8H100_nvls_nccltests290.txt'}\n")
+    # A replay of two real recordings: the nccl-tests result table of an 8x H100 node and the
+    # NCCL_DEBUG=INFO lines of a one-node run (NVIDIA/nccl#428); the stub notes the debug settings.
+    seen = tmp_path / "nccl-debug-env"
+    _stub(
+        nccl,
+        "all_reduce_perf",
+        f'echo "$NCCL_DEBUG $NCCL_DEBUG_SUBSYS" > {seen}\n'
+        f"cat {fixtures_dir / 'nccl' / 'nccl_allreduce_1x8H100_nvls_nccltests290.txt'}\n"
+        f"cat {DEBUG / 'single_node_socket_nccl428.log'}\n",
+    )
     rails = ",".join(f"mlx5_{i}" for i in range(8))
 
     code, report = _run(
@@ -69,6 +83,51 @@ def test_checks_run_on_replayed_outputs(tmp_path: Path, fixtures_dir: Path) -> N
     assert results["nccl.all_reduce"]["verdict"] == "pass"
     assert results["nccl.all_reduce"]["figures"]["threshold_gbps"] == 430.0
     assert results["nccl.all_reduce"]["command"].endswith("all_reduce_perf -b 8M -e 8G -f 2 -g 8 -c 1")
+    assert seen.read_text() == "INFO INIT,NET\n"
+    # One node: no failure for the socket choice, the verdict says the run stayed on the node.
+    assert results["nccl.transport"]["verdict"] == "skipped"
+    assert results["nccl.transport"]["message"] == (
+        "Intra-node only: the run stayed on one node and used no network (it picked Socket for traffic between nodes)."
+    )
+    assert results["nccl.transport"]["figures"]["nccl_version"] == "2.8.3"
+
+
+def test_without_nccl_tests_a_torch_job_gives_the_log(tmp_path: Path) -> None:
+    # python3 here stands in for one with torch: it answers the probe, then replays a real
+    # one-node log (NVIDIA/nccl#1773) for the job, whose environment it notes.
+    seen = tmp_path / "job-env"
+    _stub(
+        tmp_path,
+        "python3",
+        'case "$2" in *"import torch; print"*) echo True; exit 0;; esac\n'
+        f'echo "$NCCL_DEBUG $NCCL_DEBUG_SUBSYS $3" > {seen}\n'
+        f"cat {DEBUG / 'single_node_p2p_nccl1773.log'}\n",
+    )
+
+    code, report = _run(f"{tmp_path}:/usr/bin:/bin")
+
+    transport = report["results"][4]
+    assert code == 0
+    assert transport["verdict"] == "skipped"
+    assert transport["message"].startswith("Intra-node only: NCCL connected the GPUs through P2P and used no network")
+    assert transport["command"].startswith("python3 -c <torch.distributed all_reduce on every GPU>")
+    debug, subsys, port = seen.read_text().split()
+    assert (debug, subsys) == ("INFO", "INIT,NET")
+    assert 0 < int(port) < 65536
+
+
+def test_a_run_without_nccl_lines_fails_the_transport_check(tmp_path: Path, fixtures_dir: Path) -> None:
+    _stub(tmp_path, "nvidia-smi", "for i in 0 1 2 3 4 5 6 7; do echo 'NVIDIA H100 80GB HBM3, 570.133.20'; done\n")
+    nccl = tmp_path / "nccl-tests"
+    nccl.mkdir()
+    _stub(nccl, "all_reduce_perf", f"cat {fixtures_dir / 'nccl' / 'nccl_allreduce_1x8H100_nvls_nccltests290.txt'}\n")
+
+    code, report = _run(f"{tmp_path}:/usr/bin:/bin", "--nccl-tests", str(nccl))
+
+    transport = {r["check"]: r for r in report["results"]}["nccl.transport"]
+    assert code == 1
+    assert transport["verdict"] == "fail"
+    assert transport["message"].startswith("NCCL printed no debug line: no NCCL debug lines found")
 
 
 def test_wrong_driver_fails(tmp_path: Path) -> None:
@@ -78,3 +137,19 @@ def test_wrong_driver_fails(tmp_path: Path) -> None:
 
     assert code == 1
     assert report["results"][0]["message"] == "Driver 550.54.15 is loaded, the pin is 570.133.20."
+
+
+def test_the_runner_writes_the_report_where_the_device_tool_collects_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "tests" / "gpu" / "run.sh")],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "OUT": str(out)},
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "single_node_checks.json").read_text())
+    assert [r["check"] for r in report["results"]][-1] == "nccl.transport"

@@ -207,3 +207,20 @@ def test_every_fabric_kind_of_the_spec_has_an_expectation() -> None:
 
     kinds = get_args(Fabric.model_fields["kind"].annotation)
     assert set(kinds) <= set(FABRIC_TRANSPORTS)
+
+
+def test_real_single_node_runs_are_intra_node_only() -> None:
+    socket = _judge("single_node_socket_nccl428.log", "infiniband", nodes=1).result
+    p2p = _judge("single_node_p2p_nccl1773.log", "infiniband").result
+
+    assert socket.verdict is Verdict.SKIPPED
+    assert socket.message == (
+        "Intra-node only: the run stayed on one node and used no network (it picked Socket for traffic between nodes)."
+    )
+    assert p2p.verdict is Verdict.SKIPPED
+    assert p2p.message == (
+        "Intra-node only: NCCL connected the GPUs through P2P and used no network "
+        "(the log does not say which network it would use between nodes)."
+    )
+    # Without being told it ran on one node, the socket choice of the first log is a failure.
+    assert _judge("single_node_socket_nccl428.log", "infiniband").result.verdict is Verdict.FAIL
