@@ -962,7 +962,7 @@ class TransportCheck(Check):
 
     def run(self, ctx: VerifyContext) -> list[Outcome]:
         """One small all_reduce_perf per pair of nodes, every pair at once, each log judged."""
-        nodes = [n for n in eligible_nodes(ctx.plan)]
+        nodes = eligible_nodes(ctx.plan)
         if any(n.emulated for n in nodes):
             return [
                 Outcome(self.name, skipped(self.name, CHECK_TRANSPORT, compress(n.hostname for n in nodes), EMULATED))
