@@ -40,6 +40,8 @@ from pathlib import Path
 
 import yaml
 
+from clusterctl.render import ansible_yaml
+
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO_DIR = REPO / "roles" / "slurm"
 BUILD = REPO / "test-artifacts" / "molecule-cluster" / "build"
@@ -74,7 +76,8 @@ def molecule(action: str) -> None:
 
 def rendered_hosts() -> dict[str, dict[str, object]]:
     """Rendered inventory host -> its variables (ansible_host, ansible_connection, ...)."""
-    return yaml.safe_load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())["all"]["hosts"]
+    # Its strings are !unsafe (Ansible must not template spec data); ansible_yaml.load reads them.
+    return ansible_yaml.load((BUILD / "ansible" / "inventory" / "hosts.yml").read_text())["all"]["hosts"]
 
 
 def inventory_hosts() -> dict[str, str]:

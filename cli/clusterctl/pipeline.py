@@ -6,22 +6,25 @@ Commands call these; tests call them directly. Nothing here prints.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterctl.plan import Plan
-from clusterctl.render import render_files, write_tree
+from clusterctl.render import RenderedFile, render_files, write_tree
+from clusterctl.render.check import finding as render_finding
+from clusterctl.render.escape import RenderError
 from clusterctl.rules import validate
 from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
 
 
 @dataclass
 class Validated:
-    """A spec that passed validation, its findings and its plan."""
+    """A spec that passed validation, its findings, its plan and the files it renders to."""
 
     loaded: LoadedSpec
     findings: list[Finding]
     plan: Plan
+    files: list[RenderedFile] = field(default_factory=list)
 
 
 def fails(findings: Iterable[Finding], strict: bool) -> bool:
@@ -33,6 +36,9 @@ def fails(findings: Iterable[Finding], strict: bool) -> bool:
 def load_and_validate(spec_path: str | Path, skip: Iterable[str] = (), strict: bool = False) -> Validated:
     """Load, validate and plan ``spec_path``.
 
+    The plan is rendered here too (in memory): a value that a generated format cannot carry is a
+    spec error located at its field, found before anything is written or run.
+
     Raises:
         SpecError: the spec has errors (or warnings with ``strict``); carries all findings.
     """
@@ -40,7 +46,11 @@ def load_and_validate(spec_path: str | Path, skip: Iterable[str] = (), strict: b
     findings, plan = validate(loaded, skip)
     if plan is None or fails(findings, strict):
         raise SpecError(findings)
-    return Validated(loaded=loaded, findings=findings, plan=plan)
+    try:
+        files = render_files(plan)
+    except RenderError as exc:
+        raise SpecError([*findings, render_finding(exc, loaded)]) from None
+    return Validated(loaded=loaded, findings=findings, plan=plan, files=files)
 
 
 def default_build_dir(plan: Plan) -> Path:
@@ -51,5 +61,5 @@ def default_build_dir(plan: Plan) -> Path:
 def render(validated: Validated, out_dir: Path | None = None) -> tuple[Path, list[str]]:
     """Render the build directory; returns it and the files that changed."""
     target = out_dir or default_build_dir(validated.plan)
-    changed = write_tree(render_files(validated.plan), target)
+    changed = write_tree(validated.files or render_files(validated.plan), target)
     return target, changed

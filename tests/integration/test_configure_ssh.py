@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from clusterctl.paths import roles_dir
 from clusterctl.pipeline import load_and_validate, render
+from clusterctl.render import ansible_yaml
 from clusterctl.run.ansible import run_playbook
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.ssh_inventory import hosts_from_outputs, write_ssh_inventory
@@ -159,7 +159,7 @@ def nodes(docker_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def _ssh_args(inventory: Path, host: str) -> list[str]:
-    entry = YAML(typ="safe").load(inventory.read_text())["all"]["hosts"][host]
+    entry = ansible_yaml.load(inventory.read_text())["all"]["hosts"][host]
     return [
         "ssh",
         "-o",

@@ -28,6 +28,7 @@ from typing import Any
 from jinja2 import Environment
 
 from clusterctl.plan.models import BaremetalMachinePlan, NcclProfile, Plan
+from clusterctl.render.escape import RenderError, file_name
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
 FileSpec = tuple[str, str, int]
@@ -81,6 +82,8 @@ def _nccl_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileS
             out.append((f"slurm/prolog.d/nccl-{hw}.sh", render("slurm/prolog.d/nccl.sh.j2", profile), EXECUTABLE))
             out.append((f"slurm/epilog.d/nccl-{hw}.sh", render("slurm/epilog.d/nccl.sh.j2", profile), EXECUTABLE))
         if profile.topology is not None and profile.topo_xml and profile.topo_xml not in topologies:
+            if not file_name(profile.topo_xml).endswith(".xml"):
+                raise RenderError("NCCL topology file name", profile.topo_xml, "it must end in .xml")
             topologies.add(profile.topo_xml)
             out.append((f"nccl/{profile.topo_xml}", render("nccl/topo.xml.j2", profile), PUBLIC))
     return out

@@ -19,8 +19,9 @@ from typing import Any
 
 from jinja2 import Environment
 
-from clusterctl.hostlist import expand
+from clusterctl.hostlist import HostlistError, expand
 from clusterctl.plan.models import Plan, PlanNode
+from clusterctl.render.escape import RenderError, show
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
 FileSpec = tuple[str, str, int]
@@ -73,7 +74,11 @@ def health_nodes(plan: Plan) -> list[HealthNode]:
     """
     mounts_of: dict[str, list[str]] = {}
     for tier in plan.storage:
-        for host in expand(tier.hosts) if tier.hosts else []:
+        try:
+            hosts = expand(tier.hosts) if tier.hosts else []
+        except HostlistError as exc:
+            raise RenderError("health.conf", tier.hosts, f"it is not a host list: {show(str(exc), 80)}") from None
+        for host in hosts:
             mounts_of.setdefault(host, []).append(tier.mount)
     ib = plan.fabric.kind in _IB_FABRICS
     return [

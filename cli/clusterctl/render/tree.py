@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 
 from clusterctl import __version__
 from clusterctl.catalog.compat import SLURM_BLOCK_SIZES, at_least
 from clusterctl.paths import templates_dir
 from clusterctl.plan.models import Plan
+from clusterctl.render import ansible_yaml
 from clusterctl.render.burst import burst_files
 from clusterctl.render.cloud import provisioning_files
+from clusterctl.render.escape import FILTERS, RenderError, comment, file_name, finalize, printable, systemd_unit
 from clusterctl.render.health import health_files
 from clusterctl.render.inventory import group_vars, inventory
 
@@ -28,7 +32,39 @@ class RenderedFile:
     mode: int = 0o644
 
 
+class _Template(Template):
+    """A template whose escaping errors name the template line they come from."""
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        try:
+            return super().render(*args, **kwargs)
+        except RenderError as exc:
+            raise exc.located(f"templates/{self.name}", _template_line(exc, self)) from None
+
+
+def _template_line(exc: BaseException, template: Template) -> str:
+    """The template line that raised ``exc`` (Jinja rewrites the traceback to template lines)."""
+    line = 0
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == template.filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if not line or template.filename is None:
+        return ""
+    source = Path(template.filename).read_text().splitlines()
+    text = source[line - 1].strip() if line <= len(source) else ""
+    return f"line {line} `{text[:100]}`"
+
+
+@functools.cache
 def _env() -> Environment:
+    """The render's one Jinja environment: every plan value goes through its format's filter.
+
+    ``finalize`` refuses any string a template writes unescaped if it could start a new line,
+    so a template that forgets a filter still cannot break its file. Built once per process:
+    compiling the templates costs ten times more than rendering them.
+    """
     env = Environment(
         loader=FileSystemLoader(str(templates_dir())),
         undefined=StrictUndefined,
@@ -36,60 +72,23 @@ def _env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         autoescape=False,
+        finalize=finalize,
     )
+    env.template_class = _Template
     env.filters["at_least"] = at_least
+    env.filters.update(FILTERS)
     return env
 
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-def _yaml_lines(data: Any, indent: int, out: list[str]) -> None:
-    """Block-style YAML with JSON-quoted scalars (valid YAML, unambiguous, fast).
-
-    Why not a YAML library: emitting the inventory of a few thousand hosts took seconds with
-    the pure-Python emitters; this is a plain walk over dicts, lists and scalars.
-    """
-    pad = " " * indent
-    if isinstance(data, dict):
-        for key in sorted(data):
-            value = data[key]
-            name = key if _PLAIN_KEY.match(str(key)) else json.dumps(str(key))
-            nested = isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
-            if nested and value:
-                out.append(f"{pad}{name}:")
-                _yaml_lines(value, indent + 2, out)
-            else:
-                out.append(f"{pad}{name}: {_scalar(value)}")
-    elif isinstance(data, list):
-        for item in data:
-            if isinstance(item, dict) and item:
-                sub: list[str] = []
-                _yaml_lines(item, indent + 2, sub)
-                sub[0] = f"{pad}- {sub[0].lstrip()}"
-                out.extend(sub)
-            else:
-                out.append(f"{pad}- {_scalar(item)}")
-
-
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "{}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def _yaml_text(header: str, data: Any) -> str:
-    lines: list[str] = []
-    _yaml_lines(data, 0, lines)
-    return f"---\n# {header}\n" + "\n".join(lines) + "\n"
+def _check_path(path: str) -> None:
+    """A build-dir path made from plan values stays a relative path of ordinary names."""
+    if path.startswith("/"):
+        raise RenderError("build directory path", path, "it is absolute", output=path)
+    for part in path.split("/"):
+        try:
+            file_name(part)
+        except RenderError as exc:
+            raise exc.located(path) from None
 
 
 def _json_text(data: Any) -> str:
@@ -106,9 +105,15 @@ def _json_text(data: Any) -> str:
 
 
 def render_files(plan: Plan) -> list[RenderedFile]:
-    """Every file of the build directory for ``plan``, sorted by path."""
+    """Every file of the build directory for ``plan``, sorted by path.
+
+    Raises:
+        RenderError: a plan value that a generated format cannot carry (nothing is written).
+    """
     env = _env()
-    header = f"generated by clusterctl {__version__} from {plan.cluster.spec_file}; do not edit"
+    # Every template writes the header in a comment; the spec file name in it is shown escaped.
+    header = comment(f"generated by clusterctl {__version__} from {plan.cluster.spec_file}; do not edit")
+    rerender = printable(shlex.quote(plan.cluster.spec_file))
     ctx: dict[str, Any] = {
         "plan": plan,
         "header": header,
@@ -127,12 +132,12 @@ def render_files(plan: Plan) -> list[RenderedFile]:
         RenderedFile("slurm/plugstack.conf", tpl("slurm/plugstack.conf.j2")),
         RenderedFile("hosts", tpl("hosts.j2")),
         RenderedFile("monitoring/prometheus.yml", tpl("monitoring/prometheus.yml.j2")),
-        RenderedFile("ansible/inventory/hosts.yml", _yaml_text(header, inventory(plan))),
-        RenderedFile("ansible/inventory/group_vars/all.yml", _yaml_text(header, group_vars(plan))),
+        RenderedFile("ansible/inventory/hosts.yml", ansible_yaml.dump(inventory(plan), header)),
+        RenderedFile("ansible/inventory/group_vars/all.yml", ansible_yaml.dump(group_vars(plan), header)),
         RenderedFile("ansible/env/envvars", tpl("ansible/env/envvars.j2")),
         RenderedFile("ansible/env/settings", tpl("ansible/env/settings.j2")),
         RenderedFile("ansible/ansible.cfg", tpl("ansible/ansible.cfg.j2")),
-        RenderedFile("DO_NOT_EDIT", f"{header}\nRe-render with: clusterctl render {plan.cluster.spec_file}\n"),
+        RenderedFile("DO_NOT_EDIT", f"{header}\nRe-render with: clusterctl render {rerender}\n"),
         RenderedFile("plan.json", _json_text(plan.model_dump(mode="json"))),
     ]
     if plan.slurm.topology != "none":
@@ -144,14 +149,18 @@ def render_files(plan: Plan) -> list[RenderedFile]:
     for lnet in plan.lnet:
         files.append(RenderedFile(f"storage/lnet/{lnet.hardware}.conf", tpl("storage/lnet.conf.j2", lnet=lnet)))
     for tier in plan.storage:
+        # systemd derives a mount unit's Where= from its name: the two must agree.
+        unit = systemd_unit(tier.unit_name, tier.mount)
         for mount in tier.mounts:
             files.append(
                 RenderedFile(
-                    f"storage/units/{mount.hardware}/{tier.unit_name}",
+                    f"storage/units/{mount.hardware}/{unit}",
                     tpl("storage/mount.j2", tier=tier, mount=mount),
                 )
             )
     files.extend(RenderedFile(path, text, mode) for path, text, mode in provisioning_files(plan, env, ctx))
     files.extend(RenderedFile(path, text, mode) for path, text, mode in health_files(plan, env, ctx))
     files.extend(RenderedFile(path, text, mode) for path, text, mode in burst_files(plan))
+    for item in files:
+        _check_path(item.path)
     return sorted(files, key=lambda f: f.path)

@@ -11,14 +11,17 @@ import contextlib
 import importlib.util
 import os
 import re
+import shlex
 import sys
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clusterctl.paths import data_root, roles_dir
+from clusterctl.render import ansible_yaml
 from clusterctl.run.events import EventBus
 
 PHASE = "configure"
@@ -118,6 +121,28 @@ def forget_facts(state_dir: Path, hostnames: Iterable[str]) -> None:
                 entry.unlink()
 
 
+@contextlib.contextmanager
+def _extravars_file(state_dir: Path, extravars: dict[str, Any]) -> Iterator[str | None]:
+    """The extra variables as an ``!unsafe`` YAML file for ``-e @file``, removed after the run.
+
+    Why not ansible-runner's ``extravars``: it passes them as JSON on the command line, and
+    Ansible templates those strings (a state directory named after a cluster whose name holds
+    ``{{ }}`` would run it). The file is created 0600 under a name nobody can predict.
+    """
+    if not extravars:
+        yield None
+        return
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=".extravars-", suffix=".yml", dir=state_dir)
+    path = Path(name).resolve()
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(ansible_yaml.dump(extravars, "extra variables of one clusterctl run"))
+        yield str(path)
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def run_playbook(
     build_dir: Path,
     state_dir: Path,
@@ -176,21 +201,22 @@ def run_playbook(
                 events.host(PHASE, host, "running", task=task)
             return True
 
-        runner = ansible_runner.run(
-            private_data_dir=str(private),
-            playbook=str(playbook or roles_dir() / "site.yml"),
-            envvars=envvars,
-            extravars=extravars or {},
-            limit=",".join(limit) if limit else None,
-            event_handler=on_event,
-            quiet=True,
-            ident=ident,
-            rotate_artifacts=3,
-            # ansible-runner sets ANSIBLE_CACHE_PLUGIN_CONNECTION itself (to each run's artifact
-            # directory unless told otherwise, overriding envvars): an absolute path keeps one
-            # cache per cluster.
-            fact_cache=str(facts.resolve()),
-        )
+        with _extravars_file(state_dir, extravars or {}) as extravars_path:
+            runner = ansible_runner.run(
+                private_data_dir=str(private),
+                playbook=str(playbook or roles_dir() / "site.yml"),
+                envvars=envvars,
+                cmdline=shlex.join(["-e", f"@{extravars_path}"]) if extravars_path else None,
+                limit=",".join(limit) if limit else None,
+                event_handler=on_event,
+                quiet=True,
+                ident=ident,
+                rotate_artifacts=3,
+                # ansible-runner sets ANSIBLE_CACHE_PLUGIN_CONNECTION itself (to each run's artifact
+                # directory unless told otherwise, overriding envvars): an absolute path keeps one
+                # cache per cluster.
+                fact_cache=str(facts.resolve()),
+            )
     stats = runner.stats or {}
     return ConfigureResult(
         status=runner.status,

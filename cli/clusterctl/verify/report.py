@@ -369,12 +369,12 @@ def _node_table(report: Report, summaries: list[NodeSummary]) -> str:
         cells = []
         for c in columns:
             verdict = s.checks.get(c)
-            cells.append(f'<td class="{verdict}">{verdict}</td>' if verdict else '<td class="none">-</td>')
+            cells.append(f'<td class="{_esc(verdict)}">{_esc(verdict)}</td>' if verdict else '<td class="none">-</td>')
         why = _why(s)
         rows.append(
-            f'<tr data-node="{_esc(s.hostname)}" data-verdict="{s.verdict}">'
+            f'<tr data-node="{_esc(s.hostname)}" data-verdict="{_esc(s.verdict)}">'
             f'<td class="node">{_esc(s.hostname)}</td><td>{_esc(s.role)}</td><td>{_esc(s.group)}</td>'
-            f'<td class="verdict {s.verdict}">{s.verdict}</td>{"".join(cells)}'
+            f'<td class="verdict {_esc(s.verdict)}">{_esc(s.verdict)}</td>{"".join(cells)}'
             f'<td class="msg">{_esc(why)}</td></tr>'
         )
     return (
@@ -451,8 +451,8 @@ def _results_table(outcomes: list[Outcome], table_id: str) -> str:
             command = f"<code>{_esc(o.detail['command'])}</code><br>" if o.detail.get("command") else ""
             extra = f"<details><summary>figures</summary>{command}{_esc(figures)}</details>"
         rows.append(
-            f'<tr data-verdict="{o.verdict}"><td>{_esc(r.check)}</td><td>{_esc(r.target)}</td>'
-            f'<td class="{o.verdict}">{o.verdict}</td><td class="msg">{_esc(r.message)}'
+            f'<tr data-verdict="{_esc(o.verdict)}"><td>{_esc(r.check)}</td><td>{_esc(r.target)}</td>'
+            f'<td class="{_esc(o.verdict)}">{_esc(o.verdict)}</td><td class="msg">{_esc(r.message)}'
             f"{'<br><i>' + _esc(r.hint) + '</i>' if r.hint else ''}{extra}</td></tr>"
         )
     return (

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from ruamel.yaml import YAML
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
+from clusterctl.render import ansible_yaml
 from clusterctl.run import burst as burst_module
 from clusterctl.run import burst_cloud
 from clusterctl.run.events import Event, EventBus
@@ -58,7 +58,10 @@ class FakeStack:
                 "in /state/pulumi; run `clusterctl up` again after fixing this or `clusterctl down`."
             )
         nodes = {n.hostname: n.address for n in self.plan.nodes if n.hostname in active}
-        return UpSummary(changes={"create": len(active)}, outputs={"nodes": nodes, "sshUser": "ubuntu"})
+        keys = {h: self.host_keys[h].public for h in active}  # the program exports the injected keys
+        return UpSummary(
+            changes={"create": len(active)}, outputs={"nodes": nodes, "sshUser": "ubuntu", "hostKeys": keys}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +113,7 @@ def inventory_hosts(dirs: tuple[Path, Path]) -> dict[str, Any] | None:
     path = dirs[0] / "ansible" / "inventory" / f"provisioned-burst-{GROUP}.yml"
     if not path.exists():
         return None
-    return YAML(typ="safe").load(path.read_text())["all"]["hosts"]
+    return ansible_yaml.load(path.read_text())["all"]["hosts"]
 
 
 def test_resume_adds_to_the_active_set_and_returns_the_hosts(fake, plan: Plan, dirs) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from ruamel.yaml import YAML
 
 from clusterctl.pipeline import load_and_validate, render
+from clusterctl.render import ansible_yaml
 from clusterctl.run import pulumi as pulumi_adapter
 from clusterctl.run.events import Event, EventBus
 from clusterctl.run.providers import baremetal as baremetal_module
@@ -43,6 +43,8 @@ class FakeStack:
             outputs["hostKeys"] = {n.hostname: f"ssh-ed25519 AAAAscanned{n.index}" for n in self.plan.nodes}
         else:
             outputs["bastion"] = {"address": "198.51.100.9", "user": "ubuntu", "name": "bastion"}
+            # The cloud stacks export the host keys clusterctl generated and injected.
+            outputs["hostKeys"] = {name: pair.public for name, pair in self.host_keys.items()}
             outputs["lustre"] = {"datasets": {"source": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"}}
         return UpSummary(changes={"create": 40}, outputs=outputs)
 
@@ -82,7 +84,7 @@ def test_cloud_provision_writes_checked_inventory(fake_stack, tmp_path: Path) ->
     (stack,) = fake_stack.instances
     assert stack.calls == ["up"]  # --yes: no preview question
     assert set(stack.host_keys) == {n.hostname for n in validated.plan.nodes} | {"bastion"}
-    inventory = YAML(typ="safe").load((build / "ansible" / "inventory" / "provisioned.yml").read_text())
+    inventory = ansible_yaml.load((build / "ansible" / "inventory" / "provisioned.yml").read_text())
     assert set(inventory["all"]["hosts"]) == {n.hostname for n in validated.plan.nodes}
     assert inventory["all"]["vars"]["clusterctl_managed_lustre"] == {
         "datasets": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"

@@ -7,10 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from clusterctl.pipeline import load_and_validate
-from clusterctl.run.providers.base import ProviderError
+from clusterctl.render import ansible_yaml
+from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import hosts_from_outputs, ssh_common_args, write_ssh_inventory
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys, generate_ed25519
 from tests.conftest import EXAMPLES
@@ -52,12 +52,12 @@ def test_inventory_and_known_hosts(plan, tmp_path: Path) -> None:
     key_path, _ = ensure_client_key(tmp_path / "state", "forge")
     host_keys = ensure_host_keys(tmp_path / "state", [n.hostname for n in plan.nodes] + ["bastion"])
     public = {name: pair.public for name, pair in host_keys.items()}
-    hosts, bastion = hosts_from_outputs(plan, outputs_for(plan, {}), user="ubuntu", host_keys=public)
+    hosts, bastion = hosts_from_outputs(plan, outputs_for(plan, public), user="ubuntu", host_keys=public)
     known = tmp_path / "state" / "known_hosts"
     path = write_ssh_inventory(
         plan, hosts, inventory_dir=tmp_path / "inv", known_hosts=known, private_key=key_path, bastion=bastion
     )
-    data = YAML(typ="safe").load(path.read_text())["all"]["hosts"]
+    data = ansible_yaml.load(path.read_text())["all"]["hosts"]
     gpu = data["gpu001"]
     assert gpu["ansible_host"] == plan.node("gpu001").address
     args = shlex.split(gpu["ansible_ssh_common_args"])
@@ -73,7 +73,9 @@ def test_inventory_and_known_hosts(plan, tmp_path: Path) -> None:
 
 
 def test_no_host_key_no_inventory(plan, tmp_path: Path) -> None:
-    hosts, _ = hosts_from_outputs(plan, {"nodes": {n.hostname: n.address for n in plan.nodes}}, user="u")
+    with pytest.raises(ProviderError, match="no SSH host key"):
+        hosts_from_outputs(plan, {"nodes": {n.hostname: n.address for n in plan.nodes}}, user="u")
+    hosts = [ProvisionedHost(hostname=n.hostname, address=n.address) for n in plan.nodes]
     with pytest.raises(ProviderError, match="no SSH host key"):
         write_ssh_inventory(
             plan, hosts, inventory_dir=tmp_path, known_hosts=tmp_path / "kh", private_key=tmp_path / "k"

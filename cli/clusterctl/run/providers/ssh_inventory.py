@@ -4,28 +4,83 @@
 private address, ``hostKeys``, ``bastion``) into :class:`ProvisionedHost` s. ``write_ssh_inventory``
 writes what Ansible and ``Remote`` need to reach them:
 
-- ``known_hosts`` (in the state directory): each node's key under its address and hostname,
-  plus the bastion's under its public address;
+- ``known_hosts`` (in the state directory, written atomically): each node's key under its
+  address and hostname, plus the bastion's under its public address;
 - ``<build>/ansible/inventory/provisioned.yml``: per host the address, port, user, clusterctl's
   key and ``StrictHostKeyChecking=yes`` with that known_hosts -- through the bastion when there
   is one. Ansible reads inventory files in name order, so these values override the rendered
   ``hosts.yml`` for the same hosts.
+
+Host keys are pinned, never learnt: every node and the bastion must have its key in the stack
+outputs (``hostKeys``; the cloud stacks export the keys clusterctl generated and injected, the
+bare-metal stack the one it recorded), and where clusterctl generated the key the output must
+be that key. A node without one, or with another, is an error -- there is no
+``StrictHostKeyChecking=accept-new`` fallback anywhere. Keys and addresses are checked for
+shape before they reach known_hosts, so an output cannot add a line or a marker of its own.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from clusterctl.plan.models import Plan
+from clusterctl.render import ansible_yaml
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.state import write_atomic
 
 INVENTORY_FILE = "provisioned.yml"
 KNOWN_HOSTS_FILE = "known_hosts"
 BASTION = "bastion"
+KNOWN_HOSTS_MODE = 0o644
+# An OpenSSH public key line: type, base64 key, optional comment without control characters.
+_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+_KEY_RE = re.compile(
+    r"\A(?P<type>[a-z0-9@.-]{1,64}) (?P<key>[A-Za-z0-9+/]{4,16384}={0,3})(?P<comment> [\x21-\x7e]{1,256})?\Z", re.ASCII
+)
+
+
+def host_key_line(key: object, host: str) -> str:
+    """An OpenSSH public key line from a stack output: ``<type> <base64> [comment]``, checked.
+
+    Raises:
+        ProviderError: not a public key line of a known type (a newline, a marker such as
+            ``@cert-authority`` or any other text is refused, so it cannot add a known_hosts line).
+    """
+    match = _KEY_RE.match(key) if isinstance(key, str) else None
+    if match is None or match["type"] not in _KEY_TYPES:
+        raise ProviderError(
+            f"the SSH host key of {host} in the stack outputs is not an OpenSSH public key line "
+            f"({str(key)[:40]!a}); run `clusterctl up` again, and check the stack if it persists"
+        )
+    return f"{match['type']} {match['key']}{match['comment'] or ''}"
+
+
+def _same_key(a: str, b: str) -> bool:
+    """Whether two public key lines hold the same key (comments aside)."""
+    return a.split()[:2] == b.split()[:2]
+
+
+def _address(value: object, host: str) -> str:
+    """An IP address from a stack output (known_hosts and ssh take it; nothing else may ride along)."""
+    try:
+        return str(ipaddress.ip_address(str(value)))
+    except ValueError:
+        raise ProviderError(
+            f"the stack outputs give {host} the address {str(value)[:60]!a}, which is not an IP address; "
+            "run `clusterctl up` again, and check the stack if it persists"
+        ) from None
 
 
 def managed_lustre_sources(outputs: dict[str, Any]) -> dict[str, str]:
@@ -36,40 +91,64 @@ def managed_lustre_sources(outputs: dict[str, Any]) -> dict[str, str]:
 def hosts_from_outputs(
     plan: Plan, outputs: dict[str, Any], *, user: str, host_keys: dict[str, str] | None = None
 ) -> tuple[list[ProvisionedHost], ProvisionedHost | None]:
-    """The provisioned nodes (plan order) and the bastion, from stack outputs.
+    """The provisioned nodes (plan order) and the bastion, from stack outputs, with pinned host keys.
 
     Args:
         plan: the plan the stack was built from.
-        outputs: the stack outputs (``nodes``, optional ``hostKeys``, ``bastion``, ``sshUser``).
+        outputs: the stack outputs (``nodes``, ``hostKeys``, optional ``bastion``, ``sshUser``).
         user: the SSH user when the outputs do not name one.
-        host_keys: public host keys clusterctl generated (used where the outputs have none).
+        host_keys: the public host keys clusterctl generated and injected (cloud stacks); the
+            outputs must carry exactly these. Without them (bare metal) the outputs' keys are
+            taken as the stack recorded them.
 
     Raises:
-        ProviderError: a planned node is missing from the outputs.
+        ProviderError: a planned node (or the bastion) is missing from the outputs, has no host
+            key there, has a key that is not the one clusterctl generated, or an address or key
+            of the wrong shape.
     """
-    nodes: dict[str, str] = dict(outputs.get("nodes") or {})
-    keys = {**(host_keys or {}), **{k: v for k, v in (outputs.get("hostKeys") or {}).items() if v}}
+    nodes: dict[str, Any] = dict(outputs.get("nodes") or {})
+    out_keys: dict[str, Any] = dict(outputs.get("hostKeys") or {})
     user = str(outputs.get("sshUser") or user)
-    missing = [n.hostname for n in plan.nodes if not n.burst and n.hostname not in nodes]
+    planned = [n.hostname for n in plan.nodes if not n.burst]
+    missing = [name for name in planned if name not in nodes]
     if missing:
         raise ProviderError(
             f"the stack outputs have no address for {', '.join(missing)}; run `clusterctl up` again to finish "
             "creating them"
         )
+    raw = outputs.get(BASTION)
+    bastion_name = str(raw.get("name", BASTION)) if isinstance(raw, dict) and raw.get("address") else None
+    names = planned + ([bastion_name] if bastion_name else [])
+    unkeyed = [name for name in names if not out_keys.get(name)]
+    if unkeyed:
+        raise ProviderError(
+            f"the stack outputs carry no SSH host key for {', '.join(unkeyed)}; clusterctl pins every host key "
+            "and never trusts one on first use. Run `clusterctl up` again; if it persists, the stack program "
+            "does not export `hostKeys` for these machines"
+        )
+    keys = {name: host_key_line(out_keys[name], name) for name in names}
+    if host_keys is not None:
+        for name in names:
+            expected = host_keys.get(name)
+            if not expected or not _same_key(host_key_line(expected, name), keys[name]):
+                raise ProviderError(
+                    f"the SSH host key of {name} in the stack outputs is not the one clusterctl generated for it "
+                    "(state directory, secrets/ssh/host_keys); SSH would refuse the node. Run `clusterctl up` "
+                    "again so the stack injects the generated key"
+                )
     hosts = [
-        ProvisionedHost(hostname=n.hostname, address=nodes[n.hostname], user=user, host_key=keys.get(n.hostname))
-        for n in plan.nodes
-        if not n.burst
+        ProvisionedHost(hostname=name, address=_address(nodes[name], name), user=user, host_key=keys[name])
+        for name in planned
     ]
     bastion = None
-    raw = outputs.get(BASTION)
-    if raw and raw.get("address"):
+    if bastion_name is not None:
+        assert isinstance(raw, dict)
         bastion = ProvisionedHost(
             hostname=BASTION,
-            address=str(raw["address"]),
+            address=_address(raw["address"], BASTION),
             user=str(raw.get("user") or user),
             port=int(raw.get("port", 22)),
-            host_key=keys.get(str(raw.get("name", BASTION))),
+            host_key=keys[bastion_name],
         )
     return hosts, bastion
 
@@ -82,11 +161,20 @@ def _known_host_names(host: ProvisionedHost) -> str:
 
 
 def write_known_hosts(path: Path, hosts: list[ProvisionedHost]) -> Path:
-    """Write ``known_hosts`` for ``hosts`` (hosts without a key are left out: SSH will refuse them)."""
-    lines = [f"{_known_host_names(h)} {h.host_key}" for h in hosts if h.host_key]
+    """Write ``known_hosts`` for ``hosts`` atomically (a reader sees the old file or the new one).
+
+    Raises:
+        ProviderError: a host without a host key, or one that is not a public key line: there is
+            no unpinned entry, and so no trust on first use.
+    """
+    unkeyed = [h.hostname for h in hosts if not h.host_key]
+    if unkeyed:
+        raise ProviderError(
+            f"no SSH host key is known for {', '.join(unkeyed)}, so SSH cannot check it; run `clusterctl up` again"
+        )
+    lines = [f"{_known_host_names(h)} {host_key_line(h.host_key, h.hostname)}" for h in hosts]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + ("\n" if lines else ""))
-    path.chmod(0o644)
+    write_atomic(path, ("\n".join(lines) + ("\n" if lines else "")).encode(), KNOWN_HOSTS_MODE)
     return path
 
 
@@ -151,10 +239,11 @@ def write_ssh_inventory(
         }
     inventory_dir.mkdir(parents=True, exist_ok=True)
     path = inventory_dir / INVENTORY_FILE
-    yaml = YAML(typ="safe")
-    yaml.default_flow_style = False
-    yaml.width = 4096
-    with path.open("w") as handle:
-        handle.write(f"---\n# written by clusterctl up for {plan.cluster.name}: provisioned addresses and SSH access\n")
-        yaml.dump({"all": {"hosts": entries, **({"vars": group_vars} if group_vars else {})}}, handle)
+    # Addresses come from the cloud's answers and names from the spec: all !unsafe, never templated.
+    path.write_text(
+        ansible_yaml.dump(
+            {"all": {"hosts": entries, **({"vars": group_vars} if group_vars else {})}},
+            f"written by clusterctl up for {plan.cluster.name}: provisioned addresses and SSH access",
+        )
+    )
     return path
