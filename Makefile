@@ -53,7 +53,7 @@ fmt: venv
 	$(BIN)/ruff check --fix cli tests stacks benchmarks
 
 unit: venv
-	$(PYTEST) -q tests/unit tests/golden tests/cli tests/stacks
+	$(PYTEST) -q tests/unit tests/golden tests/cli tests/stacks tests/conformance tests/security
 
 golden: venv
 	$(PYTEST) -q tests/golden --update-golden
