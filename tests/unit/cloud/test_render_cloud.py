@@ -167,3 +167,28 @@ def test_render_is_deterministic() -> None:
     first = [(f.path, f.text) for f in render_files(load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan)]
     second = [(f.path, f.text) for f in render_files(load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan)]
     assert first == second
+
+@pytest.mark.parametrize("user_value", ["LL128", "", "a b;$(touch /tmp/x)"])
+def test_task_prolog_never_overrides_the_users_variables(tmp_path: Path, user_value: str) -> None:
+    """Any target's TaskProlog (here A3 High, TCPX): a variable the task has (even empty) is never exported."""
+    import copy
+
+    from tests.specs import example_data, write_spec
+
+    data = copy.deepcopy(example_data("gcp-a3mega.yaml"))
+    data["hardware"]["a3mega"]["instance_type"] = "a3-highgpu-8g"
+    data["fabric"]["kind"] = "gpudirect-tcpx"
+    data["provider"]["gpudirect_plugin"] = "3.1.12"
+    data["versions"].update(cuda="12.3", nvidia_driver="545.23.06", nccl="2.19.4")
+    files = {f.path: f for f in render_files(load_and_validate(write_spec(tmp_path, data)).plan)}
+    script = tmp_path / "task.sh"
+    script.write_text(files["slurm/task_prolog.d/nccl-a3mega.sh"].text)
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7"}
+    alone = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True).stdout
+    assert "export NCCL_PROTO=Simple" in alone.splitlines()
+    mine = subprocess.run(
+        ["bash", str(script)], env={**env, "NCCL_PROTO": user_value}, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert not [line for line in mine if line.startswith("export NCCL_PROTO=")]
+    assert "export NCCL_NET=GPUDirectTCPX_v7" in mine
+    assert "export LD_LIBRARY_PATH=/var/lib/tcpx/lib64" in mine
