@@ -143,3 +143,26 @@ def test_the_shape_check_sees_a_new_key(tmp_path: Path) -> None:
     ]
     problems = shape_problems(broken, validated.plan, baseline("local.yaml"))
     assert any("slurm/slurm.conf" in p for p in problems)
+
+
+SPEC_NAMES = ["a$(touch CANARY)\n.yaml", "x`touch CANARY`;{{ lookup('pipe','touch CANARY') }}.yaml"]
+
+
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_a_hostile_spec_file_name(name: str, tmp_path: Path) -> None:
+    """The spec's file name reaches every header comment and the re-render command: harmless."""
+    spec = write_spec(tmp_path, example_data("onprem-h100-256.yaml"), name)
+    validated = load_and_validate(spec)
+    problems = shape_problems(validated.files, validated.plan, baseline("onprem-h100-256.yaml"))
+    problems += run_scripts(validated.files, tmp_path)
+    out, _ = render(validated, tmp_path / "build")
+    problems += ansible_template_hostvars(
+        [(out / "ansible" / "inventory", {n.hostname for n in validated.plan.nodes})], tmp_path
+    )
+    assert not problems, "\n".join(problems)
+    for item in validated.files:
+        head = item.text.split("\n", 3)[:3]
+        assert not any(line.startswith(("a$(", ".yaml")) for line in head), item.path
+    rerender = (out / "DO_NOT_EDIT").read_text().splitlines()[-1]
+    assert rerender.startswith("Re-render with: clusterctl render '")
+    assert not list(tmp_path.rglob(CANARY))
