@@ -315,6 +315,7 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
         else None,
         groups=groups,
         bastion=bastion,
+        allow_world_ssh=provider.allow_world_ssh,
         managed_lustre=lustre,
         labels=_labels(spec),
         plugins=_plugins(provider, groups),

@@ -509,6 +509,9 @@ class CloudPlan(PlanModel):
     capacity_reservation_group_id: str | None = None
     groups: list[CloudInstanceGroupPlan]
     bastion: BastionPlan | None = None
+    allow_world_ssh: bool = Field(
+        False, description="the spec's allow_world_ssh: SSH from 0.0.0.0/0 is meant (the stacks refuse it otherwise)"
+    )
     managed_lustre: list[ManagedLustrePlan] = Field(default_factory=list)
     labels: dict[str, str] = Field(description="tags/labels every resource carries")
     plugins: dict[str, str] = Field(default_factory=dict, description="vendor NCCL plugin versions and images")

@@ -18,7 +18,7 @@ from clusterctl.catalog.compat import at_least, version_tuple
 from clusterctl.catalog.instances import INSTANCE_TYPES, instance_type
 from clusterctl.plan.build import FIRST_HOST_OFFSET
 from clusterctl.plan.cloud import GPU_SUBNET_PREFIX, lustre_tiers, split_network
-from clusterctl.rules.engine import RuleContext, rule
+from clusterctl.rules.engine import SAFETY_TAG, RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.models import LustreStorage, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, GcpProvider
@@ -356,19 +356,40 @@ def gpu_networks(ctx: RuleContext) -> Iterator[Finding]:
 # --- phase 2: exposure, sizing, versions -----------------------------------------------------
 
 
-@rule("CLD011", "ssh-exposure", Level.WARNING, tags=("cloud",))
+@rule("CLD011", "ssh-exposure", Level.ERROR, tags=("cloud", SAFETY_TAG))
 def ssh_exposure(ctx: RuleContext) -> Iterator[Finding]:
-    """SSH from the whole internet is written out; no SSH at all is said."""
+    """SSH from the whole internet only when the spec says allow_world_ssh; no SSH at all is said.
+
+    A safety rule (``--skip-rule`` refuses it): the way to open SSH to the world is the spec
+    field, which a reviewer sees; the stacks refuse a world-open rule without it as well.
+    """
     provider = ctx.spec.provider
     if not isinstance(provider, AwsProvider | GcpProvider | AzureProvider):
         return
-    for j, cidr in enumerate(provider.allowed_ssh_cidrs):
-        if cidr.prefixlen == 0:
+    world = [j for j, cidr in enumerate(provider.allowed_ssh_cidrs) if cidr.prefixlen == 0]
+    for j in world:
+        cidr = provider.allowed_ssh_cidrs[j]
+        if provider.allow_world_ssh:
             yield ssh_exposure.finding(
                 ("provider", "allowed_ssh_cidrs", j),
-                f"{cidr} lets the whole internet try SSH on the bastion.",
-                "List only the networks you connect from.",
+                f"{cidr} lets the whole internet try SSH on the bastion (allow_world_ssh is set).",
+                "List only the networks you connect from, if you can.",
+                level=Level.WARNING,
             )
+        else:
+            yield ssh_exposure.finding(
+                ("provider", "allowed_ssh_cidrs", j),
+                f"{cidr} would let the whole internet try SSH on the bastion.",
+                "List only the networks you connect from (e.g. your office or VPN egress /24); if the bastion must "
+                "really take SSH from anywhere, also set `allow_world_ssh: true` on the provider.",
+            )
+    if provider.allow_world_ssh and not world:
+        yield ssh_exposure.finding(
+            ("provider", "allow_world_ssh"),
+            "`allow_world_ssh` is set, but no network in allowed_ssh_cidrs is world-open; it changes nothing.",
+            "Remove `allow_world_ssh: true`, so a later 0.0.0.0/0 is caught.",
+            level=Level.WARNING,
+        )
     if not provider.allowed_ssh_cidrs:
         yield ssh_exposure.finding(
             ("provider", "allowed_ssh_cidrs"),

@@ -187,6 +187,13 @@ class CloudProviderBase(StrictModel):
         ),
         examples=[["203.0.113.0/24"]],
     )
+    allow_world_ssh: StrictBool = Field(
+        False,
+        description=(
+            "Allow `0.0.0.0/0` in allowed_ssh_cidrs: the bastion then takes SSH attempts from the whole internet. "
+            "Without it a world-open network is an error (rule CLD011), and the stacks refuse it too."
+        ),
+    )
     ssh_user: LinuxUser = Field("ubuntu", description="User clusterctl connects as.")
     image: CloudImage | None = Field(
         None,

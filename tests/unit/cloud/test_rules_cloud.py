@@ -33,6 +33,14 @@ def _set(dotted: str, value: Any) -> Mutation:
     return apply
 
 
+def _both(*mutations: Mutation) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(data)
+
+    return apply
+
+
 def _hw(name: str, **changes: Any) -> Mutation:
     def apply(data: dict[str, Any]) -> None:
         data["hardware"][name].update(changes)
@@ -249,9 +257,25 @@ CASES: list[tuple[str, str, Mutation, Level, str, str]] = [
         "CLD011",
         "aws-p5.yaml",
         _set("provider.allowed_ssh_cidrs", ["0.0.0.0/0"]),
-        Level.WARNING,
+        Level.ERROR,
         "whole internet",
         "provider.allowed_ssh_cidrs[0]",
+    ),
+    (
+        "CLD011",
+        "gcp-a3mega.yaml",
+        _both(_set("provider.allowed_ssh_cidrs", ["0.0.0.0/0"]), _set("provider.allow_world_ssh", True)),
+        Level.WARNING,
+        "allow_world_ssh is set",
+        "provider.allowed_ssh_cidrs[0]",
+    ),
+    (
+        "CLD011",
+        "azure-ndv5.yaml",
+        _set("provider.allow_world_ssh", True),
+        Level.WARNING,
+        "changes nothing",
+        "provider.allow_world_ssh",
     ),
     (
         "CLD011",
