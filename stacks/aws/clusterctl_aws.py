@@ -7,7 +7,18 @@ accepts SSH from inside the VPC (and so from the bastion); a ``cluster`` placeme
 one launch template per GPU node pinning its planned address on the ENA primary interface
 and attaching an EFA-only interface on every network card (32 on p5.48xlarge); FSx for
 Lustre sized by the plan. SSH from outside reaches only the bastion, and only from
-``bastion.allowed_cidrs``.
+``bastion.allowed_cidrs`` (never 0.0.0.0/0 unless the plan says ``allow_world_ssh``).
+
+Defaults (tests/stacks/test_cloud_defaults.py asserts them):
+
+- every EBS volume is encrypted: instance root volumes (``encrypted``) and the volumes of every
+  launch template (``Ebs.Encrypted``), with the account's default EBS key unless it names
+  another; AWS: "Amazon EBS encryption" in the EC2 user guide;
+- FSx for Lustre is always encrypted at rest (there is no switch; the API takes only a KMS key
+  for persistent file systems) and encrypts data in transit for SCRATCH_2 and PERSISTENT_*
+  deployment types, the only ones the stack accepts (FSx for Lustre user guide, "Data
+  encryption in Amazon FSx for Lustre");
+- IMDSv2 only (``http_tokens = required``), no public address except on the bastion.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    ssh_sources,
 )
 
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
@@ -34,6 +46,9 @@ SSH_PORT = 22
 BASTION_KEY = "bastion"
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
 FSX_LUSTRE_VERSION = "2.15"
+# FSx for Lustre deployment types that encrypt data in transit as well as at rest ("Encrypting
+# data in transit": Scratch 2 and persistent file systems); SCRATCH_1 does not.
+FSX_ENCRYPTED_IN_TRANSIT = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
 
 
 def _tags(cloud: CloudPlan, name: str | None = None) -> dict[str, str]:
@@ -221,7 +236,7 @@ class AwsNetwork(pulumi.ComponentResource):
             ip_protocol="tcp",
             from_port=SSH_PORT,
             to_port=SSH_PORT,
-            cidr_ipv4=cloud.network_cidr,
+            cidr_ipv4=ssh_sources(cloud, [cloud.network_cidr], f"{name}-cluster-ssh-vpc")[0],
             description="SSH from inside the VPC (the bastion, or clusterctl running in the network)",
             tags=_tags(cloud),
             opts=child,
@@ -246,7 +261,7 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=_tags(cloud, f"{cloud.cluster}-bastion"),
             opts=child,
         )
-        for i, cidr in enumerate(cloud.bastion.allowed_cidrs):
+        for i, cidr in enumerate(ssh_sources(cloud, cloud.bastion.allowed_cidrs, f"{name}-bastion-sg")):
             aws.vpc.SecurityGroupIngressRule(
                 f"{name}-bastion-ssh-{i}",
                 security_group_id=sg.id,
@@ -319,7 +334,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                     # Secret: the user data carries the node's private SSH host key.
                     user_data=pulumi.Output.secret(user_data),
                     root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                        volume_size=cloud.root_volume_gib, volume_type="gp3", tags=_tags(cloud, host)
+                        volume_size=cloud.root_volume_gib, volume_type="gp3", encrypted=True, tags=_tags(cloud, host)
                     ),
                     metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
                     tags=_tags(cloud, host),
@@ -337,48 +352,18 @@ class AwsNodeGroup(pulumi.ComponentResource):
         user_data: str,
         child: pulumi.ResourceOptions,
     ) -> aws.ec2.Instance:
-        cloud, group = args.cloud, args.group
-        reservation = None
-        market = None
-        if group.capacity_reservation and cloud.capacity_reservation_id:
-            reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=cloud.capacity_reservation_id
-                )
-            )
-            if cloud.capacity_block:
-                market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-        placement = (
-            aws.ec2.LaunchTemplatePlacementArgs(group_name=args.placement_group, availability_zone=cloud.zone)
-            if group.placement and args.placement_group is not None
-            else aws.ec2.LaunchTemplatePlacementArgs(availability_zone=cloud.zone)
-        )
         # One launch template per node: it is the only place a pinned primary address can live
         # next to the EFA interfaces (RunInstances refuses an instance-level address with them).
-        template = aws.ec2.LaunchTemplate(
+        template = node_launch_template(
             f"{name}-{host}-lt",
-            image_id=cloud.image,
-            instance_type=group.instance_type,
-            network_interfaces=efa_network_interfaces(group, address, args.subnet_id, args.security_group_id),
-            placement=placement,
-            capacity_reservation_specification=reservation,
-            instance_market_options=market,
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ROOT_DEVICE,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=cloud.root_volume_gib, volume_type="gp3", delete_on_termination="true"
-                    ),
-                )
-            ],
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required"),
-            # Launch templates take base64 user data; secret because it carries the host key.
-            user_data=pulumi.Output.secret(base64.b64encode(user_data.encode()).decode()),
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=_tags(cloud, host))
-                for kind in ("instance", "volume", "network-interface")
-            ],
-            tags=_tags(cloud, f"{host}-lt"),
+            cloud=args.cloud,
+            group=args.group,
+            host=host,
+            address=address,
+            subnet_id=args.subnet_id,
+            security_group_id=args.security_group_id,
+            placement_group=args.placement_group,
+            user_data=user_data,
             opts=child,
         )
         return aws.ec2.Instance(
@@ -386,9 +371,79 @@ class AwsNodeGroup(pulumi.ComponentResource):
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
             ),
-            tags=_tags(cloud, host),
+            tags=_tags(args.cloud, host),
             opts=child,
         )
+
+
+def node_launch_template(
+    resource_name: str,
+    *,
+    cloud: CloudPlan,
+    group: CloudInstanceGroupPlan,
+    host: str,
+    address: str,
+    subnet_id: pulumi.Input[str],
+    security_group_id: pulumi.Input[str],
+    placement_group: pulumi.Input[str] | None,
+    user_data: str | None,
+    opts: pulumi.ResourceOptions,
+    template_name: str | None = None,
+) -> aws.ec2.LaunchTemplate:
+    """The launch template of one node: its planned address, EFA interfaces, encrypted root volume.
+
+    ``user_data`` None leaves it out (a burst group's templates: the controller passes each
+    node's user data when it runs the instance); ``template_name`` names the template so an
+    instance can be launched from it by name.
+    """
+    reservation = None
+    market = None
+    if group.capacity_reservation and cloud.capacity_reservation_id:
+        reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=cloud.capacity_reservation_id
+            )
+        )
+        if cloud.capacity_block:
+            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+    placement = (
+        aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group, availability_zone=cloud.zone)
+        if group.placement and placement_group is not None
+        else aws.ec2.LaunchTemplatePlacementArgs(availability_zone=cloud.zone)
+    )
+    return aws.ec2.LaunchTemplate(
+        resource_name,
+        name=template_name,
+        update_default_version=True if template_name else None,
+        image_id=cloud.image,
+        instance_type=group.instance_type,
+        network_interfaces=efa_network_interfaces(group, address, subnet_id, security_group_id),
+        placement=placement,
+        capacity_reservation_specification=reservation,
+        instance_market_options=market,
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=ROOT_DEVICE,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=cloud.root_volume_gib,
+                    volume_type="gp3",
+                    delete_on_termination="true",
+                    encrypted="true",
+                ),
+            )
+        ],
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_tokens="required"),
+        # Launch templates take base64 user data; secret because it carries the host key.
+        user_data=(
+            pulumi.Output.secret(base64.b64encode(user_data.encode()).decode()) if user_data is not None else None
+        ),
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=_tags(cloud, host))
+            for kind in ("instance", "volume", "network-interface")
+        ],
+        tags=_tags(cloud, f"{host}-lt"),
+        opts=opts,
+    )
 
 
 @dataclass
@@ -410,6 +465,11 @@ class FsxLustre(pulumi.ComponentResource):
         super().__init__("clusterctl:aws:FsxLustre", name, None, opts)
         fs, cloud = args.fs, args.cloud
         persistent = fs.tier.startswith("PERSISTENT")
+        if fs.tier not in FSX_ENCRYPTED_IN_TRANSIT:
+            raise ValueError(
+                f"FSx deployment type {fs.tier} does not encrypt data in transit; use one of "
+                f"{', '.join(FSX_ENCRYPTED_IN_TRANSIT)}"
+            )
         filesystem = aws.fsx.LustreFileSystem(
             f"{name}-fsx",
             storage_capacity=fs.capacity_gib,
@@ -487,6 +547,9 @@ class AwsCluster(pulumi.ComponentResource):
                 subnet_id=network.subnet_ids["public"],
                 associate_public_ip_address=True,
                 vpc_security_group_ids=[network.bastion_sg_id],
+                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                    volume_type="gp3", encrypted=True, tags=_tags(cloud, cloud.bastion.name)
+                ),
                 user_data=pulumi.Output.secret(
                     cloud_init(
                         hostname=cloud.bastion.name,

@@ -9,6 +9,18 @@ static NIC at its planned address; Azure Managed Lustre sized by the plan.
 
 Why a flexible-orchestration scale set with explicit VMs: each VM keeps the address the plan
 gave it (``hosts`` and ``slurm.conf`` use them), which a uniform scale set cannot do.
+
+Defaults (tests/stacks/test_cloud_defaults.py asserts them):
+
+- managed disks are encrypted at rest by the platform (server-side encryption with
+  platform-managed keys is always on), and every VM asks for encryption at host
+  (``securityProfile.encryptionAtHost``), which also encrypts the temporary disk and the disk
+  caches on the host. Microsoft Learn, "Use the Azure CLI to enable end-to-end encryption using
+  encryption at host": the subscription must have the feature registered once (``az feature
+  register --namespace Microsoft.Compute --name EncryptionAtHost``);
+- password authentication is off (``disablePasswordAuthentication``), only clusterctl's key;
+- no NSG rule admits SSH from the internet (``*``, ``Internet``, 0.0.0.0/0) unless the plan
+  says ``allow_world_ssh``.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    ssh_sources,
 )
 
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
@@ -147,7 +160,9 @@ class AzureNetwork(pulumi.ComponentResource):
                         "direction": "Inbound",
                         "access": "Allow",
                         "protocol": "Tcp",
-                        "source_address_prefixes": list(cloud.bastion.allowed_cidrs),
+                        "source_address_prefixes": ssh_sources(
+                            cloud, cloud.bastion.allowed_cidrs, f"{cloud.cluster}-bastion"
+                        ),
                         "source_port_range": "*",
                         "destination_address_prefix": "*",
                         "destination_port_range": "22",
@@ -220,6 +235,8 @@ def _vm(
                 "delete_option": "Delete",
             },
         },
+        # Encryption at host: temporary disk and caches too (module docstring).
+        security_profile={"encryption_at_host": True},
         virtual_machine_scale_set={"id": scale_set_id} if scale_set_id is not None else None,
         capacity_reservation=(
             {"capacity_reservation_group": {"id": reservation_group}} if reservation_group is not None else None
@@ -240,6 +257,28 @@ class AzureNodeGroupArgs:
     subnet_id: pulumi.Input[str]
     ssh_public_key: str
     host_keys: dict[str, HostKey] = field(default_factory=dict)
+    # A scale set made elsewhere (a burst group's, made by the operator): used, not created.
+    scale_set_id: pulumi.Input[str] | None = None
+
+
+def scale_set(
+    name: str, cloud: CloudPlan, group: CloudInstanceGroupPlan, rg: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> azure.compute.VirtualMachineScaleSet:
+    """A GPU group's flexible scale set with one placement group (the InfiniBand domain)."""
+    # InfiniBand reaches only within one placement group: the whole group is one, and a single
+    # placement group holds at most 100 VMs (the rules check the count).
+    return azure.compute.VirtualMachineScaleSet(
+        name,
+        vm_scale_set_name=group.scale_set,
+        resource_group_name=rg,
+        location=cloud.region,
+        zones=[cloud.zone] if cloud.zone else None,
+        orchestration_mode="Flexible",
+        platform_fault_domain_count=1,
+        single_placement_group=True,
+        tags=dict(cloud.labels),
+        opts=opts,
+    )
 
 
 class AzureNodeGroup(pulumi.ComponentResource):
@@ -252,23 +291,9 @@ class AzureNodeGroup(pulumi.ComponentResource):
         cloud, group, rg = args.cloud, args.group, args.resource_group
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(cloud.labels)
-        scale_set_id: pulumi.Output[str] | None = None
-        if group.scale_set:
-            # InfiniBand reaches only within one placement group: the whole group is one, and
-            # a single placement group holds at most 100 VMs (the rules check the count).
-            scale_set = azure.compute.VirtualMachineScaleSet(
-                f"{name}-vmss",
-                vm_scale_set_name=group.scale_set,
-                resource_group_name=rg,
-                location=cloud.region,
-                zones=[cloud.zone] if cloud.zone else None,
-                orchestration_mode="Flexible",
-                platform_fault_domain_count=1,
-                single_placement_group=True,
-                tags=tags,
-                opts=child,
-            )
-            scale_set_id = scale_set.id
+        scale_set_id: pulumi.Input[str] | None = args.scale_set_id
+        if group.scale_set and scale_set_id is None:
+            scale_set_id = scale_set(f"{name}-vmss", cloud, group, rg, child).id
         reservation = cloud.capacity_reservation_group_id if group.capacity_reservation else None
         self.private_ips = {}
         for host, address in zip(group.hosts, group.addresses, strict=True):

@@ -9,6 +9,27 @@ service access and Managed Lustre instances sized by the plan.
 
 GCP networks, subnetworks, firewalls, routers and resource policies take no labels: they are
 named ``<cluster>-...`` instead; everything that takes labels carries the cluster label.
+
+Defaults (tests/stacks/test_cloud_defaults.py asserts them):
+
+- OS Login on every instance (``enable-oslogin: TRUE``) and project-wide SSH keys refused
+  (``block-project-ssh-keys: TRUE``): people reach nodes through IAM, and a key added to the
+  project's metadata opens no node. How clusterctl itself gets in, from Google's "About OS
+  Login" (https://cloud.google.com/compute/docs/oslogin): "VMs that use OS Login can't use
+  metadata-based SSH keys", but "you can configure an authorized_keys file to provision access
+  for a local user account even when OS Login is enabled ... Local user accounts and OS Login
+  users must have different usernames and UIDs." So clusterctl's key never goes into the
+  ``ssh-keys`` metadata: cloud-init (the ``user-data`` metadata key) creates the local
+  ``ssh_user`` with the key in its ``authorized_keys``, as on AWS and Azure. OS Login user
+  names are ``<user>_<domain>`` (``sa_<id>`` for service accounts), so ``ubuntu`` never clashes.
+- The node's SSH host key is the one clusterctl generated: the guest agent generates host keys
+  on a VM's first boot unless ``[InstanceSetup] set_host_keys = false`` is in
+  /etc/default/instance_configs.cfg (GoogleCloudPlatform/guest-agent README, "Configuration"),
+  which cloud-init writes (``write_files`` runs in cloud-init.service, before
+  network-online.target; google-guest-agent.service starts after it).
+- Boot disks are encrypted at rest by Google (always on, Google-managed keys).
+- No firewall admits SSH from 0.0.0.0/0 unless the plan says ``allow_world_ssh``; an ingress
+  firewall never goes without source ranges (GCP reads that as 0.0.0.0/0).
 """
 
 from __future__ import annotations
@@ -26,6 +47,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    ssh_sources,
 )
 
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
@@ -34,6 +56,40 @@ BASTION_KEY = "bastion"
 # Cluster Toolkit sets MTU 8244 on the A3 networks (gVNIC jumbo frames); TCPXO needs it.
 GPU_MTU = 8244
 PSA_PREFIX_LENGTH = 20  # private service access range for Managed Lustre
+# Instance metadata every VM gets: OS Login on, project-wide SSH keys refused (module docstring).
+OS_LOGIN_METADATA = {"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"}
+# The guest agent's configuration file and the setting that keeps it off the SSH host keys
+# (GoogleCloudPlatform/guest-agent README, "Configuration": InstanceSetup set_host_keys).
+GUEST_AGENT_CONFIG = "/etc/default/instance_configs.cfg"
+GUEST_AGENT_KEEP_HOST_KEYS = "[InstanceSetup]\nset_host_keys = false\n"
+
+
+def ingress_sources(cloud: CloudPlan, sources: list[str], rule: str) -> list[str]:
+    """An ingress firewall's source ranges: never empty (GCP reads none as 0.0.0.0/0), never world-open.
+
+    Raises:
+        ValueError: no source range, or a world-open one without ``allow_world_ssh``.
+    """
+    if not sources:
+        raise ValueError(f"{rule}: an ingress firewall without source ranges would admit 0.0.0.0/0")
+    return ssh_sources(cloud, sources, rule)
+
+
+def node_user_data(*, hostname: str, fqdn: str, user: str, authorized_keys: list[str], host_key: HostKey | None) -> str:
+    """cloud-init user data for a GCP VM: the shared one, plus the guest agent told to keep the host key."""
+    extra = None
+    if host_key is not None:
+        extra = {
+            "write_files": [{"path": GUEST_AGENT_CONFIG, "content": GUEST_AGENT_KEEP_HOST_KEYS, "permissions": "0644"}]
+        }
+    return cloud_init(
+        hostname=hostname, fqdn=fqdn, user=user, authorized_keys=authorized_keys, host_key=host_key, extra=extra
+    )
+
+
+def instance_metadata(user_data: str) -> pulumi.Output[dict[str, str]]:
+    """An instance's metadata: the user data (secret: it carries the private host key) and OS Login."""
+    return pulumi.Output.secret({"user-data": user_data, **OS_LOGIN_METADATA})
 
 
 def provider_options(name: str, cloud: CloudPlan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
@@ -123,7 +179,7 @@ class GcpNetwork(pulumi.ComponentResource):
             name=f"{prefix}-internal",
             network=self.network_id,
             direction="INGRESS",
-            source_ranges=[cloud.network_cidr],
+            source_ranges=ingress_sources(cloud, [cloud.network_cidr], f"{prefix}-internal"),
             allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
             description="everything inside the cluster network (Slurm, NFS, Lustre, SSH from the bastion)",
             opts=child,
@@ -134,7 +190,7 @@ class GcpNetwork(pulumi.ComponentResource):
                 name=f"{prefix}-bastion-ssh",
                 network=self.network_id,
                 direction="INGRESS",
-                source_ranges=list(cloud.bastion.allowed_cidrs),
+                source_ranges=ingress_sources(cloud, list(cloud.bastion.allowed_cidrs), f"{prefix}-bastion-ssh"),
                 target_tags=[f"{prefix}-bastion"],
                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
                 description="SSH to the bastion from provider.allowed_ssh_cidrs only",
@@ -158,7 +214,7 @@ class GcpNetwork(pulumi.ComponentResource):
                 name=f"{gpu.name}-internal",
                 network=gpu_net.id,
                 direction="INGRESS",
-                source_ranges=[gpu.cidr] if gpu.cidr else [],
+                source_ranges=ingress_sources(cloud, [gpu.cidr] if gpu.cidr else [], f"{gpu.name}-internal"),
                 allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
                 description="GPUDirect traffic between the GPU NICs of this rail",
                 opts=child,
@@ -212,7 +268,7 @@ class GcpNodeGroup(pulumi.ComponentResource):
                         key="compute.googleapis.com/reservation-name", values=[cloud.reservation]
                     ),
                 )
-            user_data = cloud_init(
+            user_data = node_user_data(
                 hostname=host,
                 fqdn=node.fqdn,
                 user=cloud.ssh_user,
@@ -238,8 +294,7 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 # pulumi-gcp 10 takes the one resource policy as a string.
                 resource_policies=args.placement_policy if group.placement else None,
                 reservation_affinity=reservation,
-                # Secret: the user data carries the node's private SSH host key.
-                metadata=pulumi.Output.secret({"user-data": user_data, "enable-oslogin": "FALSE"}),
+                metadata=instance_metadata(user_data),
                 labels=labels,
                 tags=[f"{cloud.cluster}-node"],
                 opts=child,
@@ -372,17 +427,14 @@ class GcpCluster(pulumi.ComponentResource):
                         access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
                     )
                 ],
-                metadata=pulumi.Output.secret(
-                    {
-                        "user-data": cloud_init(
-                            hostname=cloud.bastion.name,
-                            fqdn=f"{cloud.bastion.name}.internal",
-                            user=cloud.ssh_user,
-                            authorized_keys=[args.ssh_public_key],
-                            host_key=args.host_keys.get(BASTION_KEY),
-                        ),
-                        "enable-oslogin": "FALSE",
-                    }
+                metadata=instance_metadata(
+                    node_user_data(
+                        hostname=cloud.bastion.name,
+                        fqdn=f"{cloud.bastion.name}.internal",
+                        user=cloud.ssh_user,
+                        authorized_keys=[args.ssh_public_key],
+                        host_key=args.host_keys.get(BASTION_KEY),
+                    )
                 ),
                 labels=dict(cloud.labels),
                 tags=[f"{cloud.cluster}-bastion"],

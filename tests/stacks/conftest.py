@@ -26,6 +26,8 @@ for _folder in (STACKS / "common", STACKS / "aws", STACKS / "gcp", STACKS / "azu
 from clusterctl.pipeline import load_and_validate  # noqa: E402
 from clusterctl.plan import Plan  # noqa: E402
 
+MOCK_SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
+
 
 @dataclass
 class Recorded:
@@ -40,10 +42,13 @@ class Recorded:
 class RecordingMocks(pulumi.runtime.Mocks):
     """Mocks that keep every resource and answer with plausible outputs."""
 
-    def __init__(self) -> None:
+    def __init__(self, template_ips: dict[str, str] | None = None) -> None:
         self.resources: list[Recorded] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
         self._counter = 0
-        self._template_ips: dict[str, str] = {}
+        # launch template id or name -> its primary address (seeded for a stack that launches
+        # from templates another stack made, as a burst group's nodes part does)
+        self._template_ips: dict[str, str] = dict(template_ips or {})
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self._counter += 1
@@ -57,11 +62,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 if n.get("deviceIndex") == 0 and n.get("networkCardIndex") == 0
             )
             self._template_ips[rid] = primary["privateIpAddress"]
+            if args.inputs.get("name"):
+                self._template_ips[args.inputs["name"]] = primary["privateIpAddress"]
             outputs["latestVersion"] = 1
         if args.typ == "aws:ec2/instance:Instance":
             template = args.inputs.get("launchTemplate")
             outputs["privateIp"] = (
-                self._template_ips.get(template["id"]) if template else args.inputs.get("privateIp", "10.255.0.1")
+                self._template_ips.get(template.get("id") or template.get("name"))
+                if template
+                else args.inputs.get("privateIp", "10.255.0.1")
             )
             outputs["publicIp"] = f"198.51.100.{self._counter % 250}"
         if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
@@ -82,8 +91,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outputs["ipAddress"] = "203.0.113.7"
         return rid, outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """Answer the lookups the programs make (a burst group's nodes part finds its base by name)."""
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "gcp:compute/getResourcePolicy:getResourcePolicy":
+            project = args.args.get("project") or "mock-project"
+            link = f"projects/{project}/regions/{args.args['region']}/resourcePolicies/{args.args['name']}"
+            return {"selfLink": f"https://www.googleapis.com/compute/v1/{link}", "name": args.args["name"]}, []
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {
+                "subscriptionId": MOCK_SUBSCRIPTION,
+                "tenantId": "00000000-0000-0000-0000-00000000000a",
+                "clientId": "00000000-0000-0000-0000-00000000000b",
+                "objectId": "00000000-0000-0000-0000-00000000000c",
+            }, []
+        return {}, []
 
     def of_type(self, typ: str) -> list[Recorded]:
         """The recorded resources of one type token."""
@@ -108,9 +130,9 @@ def example_plan(name: str) -> Plan:
     return load_and_validate(EXAMPLES / name).plan
 
 
-def run(program: Callable[[], Any]) -> RecordingMocks:
-    """Run ``program`` under fresh mocks; return the mocks once every registration settled."""
-    mocks = RecordingMocks()
+def run(program: Callable[[], Any], mocks: RecordingMocks | None = None) -> RecordingMocks:
+    """Run ``program`` under fresh mocks (or ``mocks``); return them once every registration settled."""
+    mocks = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="clusterctl-test", stack="test", preview=False)
 
     @pulumi.runtime.test

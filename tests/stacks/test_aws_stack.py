@@ -12,7 +12,7 @@ from clusterctl.catalog.instances import INSTANCE_TYPES
 from tests.stacks.conftest import RecordingMocks, example_plan, run, takes_param, unsecret
 
 from clusterctl_aws import AwsCluster, AwsClusterArgs  # isort: skip
-from clusterctl_stack import HostKey  # isort: skip
+from clusterctl_stack import HostKey, WorldOpenSshError  # isort: skip
 
 CLUSTER_TAG = "clusterctl-cluster"
 
@@ -96,11 +96,12 @@ def test_ssh_not_open_to_the_world(created: RecordingMocks, plan) -> None:
 def test_world_ssh_only_when_spec_allows(run_program, plan) -> None:
     opened = plan.model_copy(deep=True)
     opened.cloud.bastion.allowed_cidrs = ["0.0.0.0/0"]
+    with pytest.raises(WorldOpenSshError, match="allow_world_ssh"):
+        run_program(lambda: AwsCluster("forge", AwsClusterArgs(plan=opened, ssh_public_key="k")))
+    opened.cloud.allow_world_ssh = True
     mocks = run_program(lambda: AwsCluster("forge", AwsClusterArgs(plan=opened, ssh_public_key="k")))
-    cidrs = [
-        r.inputs.get("cidrIpv4") for r in mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
-    ]
-    assert "0.0.0.0/0" in cidrs
+    rules = mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert [r.name for r in rules if r.inputs.get("cidrIpv4") == "0.0.0.0/0"] == ["forge-net-bastion-ssh-0"]
 
 
 def test_every_resource_tagged(created: RecordingMocks, plan) -> None:
