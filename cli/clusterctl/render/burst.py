@@ -1,8 +1,11 @@
 """Render the controller's least-privilege credentials for cloud burst groups: ``burst/``.
 
-The controller runs ``clusterctl burst resume|suspend``, which runs one burst group's Pulumi
-stack (``stacks/burst``); its cloud credentials should reach that stack's resources and
-nothing else. Per cloud burst group (``plan.burst_cloud``) this renders::
+The controller runs ``clusterctl burst resume|suspend``, which runs the ``nodes`` part of one
+burst group's Pulumi program (``stacks/burst``): instances only. The group's network exposure
+(security group, firewalls, NSGs) and launch configuration are its ``base`` part, which
+``clusterctl up`` makes with the operator's credentials. So the controller's credentials can
+launch and delete the group's instances and nothing else: they cannot change a security group,
+firewall or NSG, nor anything in IAM. Per cloud burst group (``plan.burst_cloud``) this renders::
 
     burst/policy-<group>.json   aws: an IAM policy document
                                 gcp: {"customRole": <gcloud role file>, "condition": <IAM condition>}
@@ -11,15 +14,22 @@ nothing else. Per cloud burst group (``plan.burst_cloud``) this renders::
 
 How each cloud can scope it:
 
-- AWS: every create is allowed only with the tags ``clusterctl-cluster`` and
-  ``clusterctl-group`` in the request (``aws:RequestTag``); every change or delete only on
-  resources carrying them (``aws:ResourceTag``); existing subnets, VPCs, placement groups and
-  capacity reservations by their ids. Only ``Describe*`` (read-only, not resource-scoped in
-  IAM) is region-wide. No ``iam:PassRole``: the stacks attach no instance profile.
-- GCP: a project-level custom role; IAM conditions cannot test labels, so the binding
+- AWS: ``ec2:RunInstances`` only from a launch template, creating instances, volumes and
+  network interfaces that carry the tags ``clusterctl-cluster`` and ``clusterctl-group``
+  (``aws:RequestTag``), using only launch templates, security groups, subnets and placement
+  groups that carry them (``aws:ResourceTag``, set by the base) or are named by id;
+  ``ec2:TerminateInstances`` only on instances that carry them. Only ``Describe*`` (read-only,
+  not resource-scoped in IAM) is region-wide. An explicit ``Deny`` of every security group
+  change and of ``iam:*`` holds even if another policy of the same identity allows them. No
+  ``iam:PassRole``: the stacks attach no instance profile.
+- GCP: a project-level custom role with instance and disk permissions and the *use* of
+  subnetworks, images and resource policies -- no ``compute.firewalls.*``, no
+  ``compute.networks.*``, nothing of IAM; IAM conditions cannot test labels, so the binding
   condition limits instances and disks to the group's name prefix (``<cluster>-<group>-``).
 - Azure: a custom role assignable only at the group's resource group (and an existing
-  subnet); Azure RBAC has no tag conditions for compute writes.
+  subnet) with VM, disk and NIC actions and the *join* of the subnet -- no
+  ``Microsoft.Network/networkSecurityGroups/*``, no ``Microsoft.Authorization/*``; Azure RBAC
+  has no tag conditions for compute writes.
 
 Pure, like the rest of ``render``: everything comes from ``plan.burst_cloud``.
 ``tree.render_files`` calls :func:`burst_files` once.
@@ -28,12 +38,14 @@ Pure, like the rest of ``render``: everything comes from ``plan.burst_cloud``.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from clusterctl import __version__
 from clusterctl.plan.burst import GROUP_LABEL, burst_stack_name
 from clusterctl.plan.cloud import CLUSTER_LABEL
 from clusterctl.plan.models import CloudPlan, Plan
+from clusterctl.render.escape import printable
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
 FileSpec = tuple[str, str, int]
@@ -110,44 +122,10 @@ def _aws_ssm(cloud: CloudPlan) -> list[dict[str, Any]]:
     ]
 
 
-# Creates, grouped so that no statement lists a resource type that one of its actions only
-# *uses*: with aws:RequestTag satisfied by the request itself, such a type would be open to
-# any resource of that type (Authorize* on any security group, RunInstances in any subnet).
-# (Sid, actions, types they create); a group is left out when none of its types is created.
-_AWS_CREATES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("LaunchTaggedInstances", ("ec2:RunInstances",), ("instance", "volume", "network-interface")),
-    (
-        "CreateTaggedStandalone",
-        (
-            "ec2:CreateLaunchTemplate",
-            "ec2:CreatePlacementGroup",
-            "ec2:CreateVpc",
-            "ec2:CreateInternetGateway",
-            "ec2:AllocateAddress",
-        ),
-        ("launch-template", "placement-group", "vpc", "internet-gateway", "elastic-ip"),
-    ),
-    (
-        "CreateTaggedInVpc",
-        ("ec2:CreateSecurityGroup", "ec2:CreateSubnet", "ec2:CreateRouteTable"),
-        ("security-group", "subnet", "route-table"),
-    ),
-    ("CreateTaggedNatGateway", ("ec2:CreateNatGateway",), ("natgateway",)),
-    (
-        "CreateTaggedSecurityGroupRules",
-        ("ec2:AuthorizeSecurityGroupIngress", "ec2:AuthorizeSecurityGroupEgress"),
-        ("security-group-rule",),
-    ),
-)
-# What the stack does to resources it created (they carry the group's tags): launch into
-# them, change them, delete them.
-_AWS_OWN_ACTIONS = (
-    "ec2:RunInstances",
-    "ec2:TerminateInstances",
-    "ec2:CreateLaunchTemplateVersion",
-    "ec2:ModifyLaunchTemplate",
-    "ec2:DeleteLaunchTemplate",
-    "ec2:DeleteLaunchTemplateVersions",
+# What a resume launches: an instance with its volumes and interfaces, all tagged by the request.
+_AWS_LAUNCHED = ("instance", "volume", "network-interface")
+# Security group changes and IAM: never the controller's, even when another policy allows them.
+AWS_DENIED = (
     "ec2:AuthorizeSecurityGroupIngress",
     "ec2:AuthorizeSecurityGroupEgress",
     "ec2:RevokeSecurityGroupIngress",
@@ -155,96 +133,42 @@ _AWS_OWN_ACTIONS = (
     "ec2:ModifySecurityGroupRules",
     "ec2:UpdateSecurityGroupRuleDescriptionsIngress",
     "ec2:UpdateSecurityGroupRuleDescriptionsEgress",
-    "ec2:DeleteSecurityGroup",
-)
-_AWS_OWN_PLACEMENT_ACTIONS = ("ec2:DeletePlacementGroup",)
-_AWS_OWN_NETWORK_ACTIONS = (
     "ec2:CreateSecurityGroup",
-    "ec2:CreateSubnet",
-    "ec2:CreateRouteTable",
-    "ec2:CreateNatGateway",
-    "ec2:ModifyVpcAttribute",
-    "ec2:DeleteVpc",
-    "ec2:ModifySubnetAttribute",
-    "ec2:DeleteSubnet",
-    "ec2:AttachInternetGateway",
-    "ec2:DetachInternetGateway",
-    "ec2:DeleteInternetGateway",
-    "ec2:ReleaseAddress",
-    "ec2:DisassociateAddress",
-    "ec2:DeleteNatGateway",
-    "ec2:CreateRoute",
-    "ec2:ReplaceRoute",
-    "ec2:DeleteRoute",
-    "ec2:AssociateRouteTable",
-    "ec2:DisassociateRouteTable",
-    "ec2:DeleteRouteTable",
+    "ec2:DeleteSecurityGroup",
+    "iam:*",
 )
-_AWS_NETWORK_TYPES = ("vpc", "subnet", "internet-gateway", "elastic-ip", "natgateway", "route-table")
 
 
 def aws_policy(cloud: CloudPlan) -> dict[str, Any]:
-    """The IAM policy document for one AWS burst group's stack.
+    """The IAM policy document for one AWS burst group's ``nodes`` part: run and terminate instances.
 
-    Creates need the group's tags in the request (``aws:RequestTag``), everything else the
-    stack does needs them on the resource (``aws:ResourceTag``); existing network pieces,
-    placement groups and capacity reservations are named by id. A statement never pairs a
-    create with a resource type it only uses (see ``_AWS_CREATES``).
+    What RunInstances creates needs the group's tags in the request (``aws:RequestTag``) and a
+    launch template (``ec2:LaunchTemplate``); what it uses -- the base's launch templates,
+    security group, subnets and placement group -- needs them on the resource
+    (``aws:ResourceTag``) or is named by id; TerminateInstances needs them on the instance.
+    Nothing creates, changes or deletes a security group, a network or an IAM entity.
     """
-    created = {"instance", "volume", "network-interface", "launch-template", "security-group", "security-group-rule"}
-    own_actions = list(_AWS_OWN_ACTIONS)
-    if cloud.placement_strategy == "cluster" and not cloud.placement_group:
-        created.add("placement-group")
-        own_actions += _AWS_OWN_PLACEMENT_ACTIONS
+    used = ["launch-template", "security-group"]
     if not cloud.existing_network:
-        created.update(_AWS_NETWORK_TYPES)
-        own_actions += _AWS_OWN_NETWORK_ACTIONS
-    statements: list[dict[str, Any]] = []
-    create_actions: list[str] = []
-    for sid, actions, types in _AWS_CREATES:
-        made = [kind for kind in types if kind in created]
-        if not made:
-            continue
-        # Only the creates whose type is made here (no CreateVpc into an existing network).
-        kept = [a for a in actions if a not in _CREATE_TYPE or _CREATE_TYPE[a] in created]
-        create_actions += kept
-        statements.append(
-            {
-                "Sid": sid,
-                "Effect": "Allow",
-                "Action": kept,
-                "Resource": [_arn(cloud, kind) for kind in made],
-                "Condition": _tagged(cloud, "aws:RequestTag"),
-            }
-        )
-    own_types = [kind for kind in _AWS_TYPE_ORDER if kind in created]
-    statements += [
+        used.append("subnet")  # the base made the subnets, tagged
+    if cloud.placement_strategy == "cluster" and not cloud.placement_group:
+        used.append("placement-group")  # the base made it, tagged
+    statements: list[dict[str, Any]] = [
         {
-            # Tag-on-create: CreateTags is checked for every tagged create, allowed only as part of one.
-            "Sid": "TagOnCreate",
+            "Sid": "LaunchTaggedInstancesFromATemplate",
             "Effect": "Allow",
-            "Action": ["ec2:CreateTags"],
-            "Resource": [_arn(cloud, kind) for kind in own_types],
+            "Action": ["ec2:RunInstances"],
+            "Resource": [_arn(cloud, kind) for kind in _AWS_LAUNCHED],
             "Condition": {
-                "StringEquals": {"ec2:CreateAction": create_actions, **_tagged(cloud, "aws:RequestTag")["StringEquals"]}
+                **_tagged(cloud, "aws:RequestTag"),
+                "ArnLike": {"ec2:LaunchTemplate": _arn(cloud, "launch-template")},
             },
         },
         {
-            # Later tag changes on the group's own resources, never of the two scoping tags.
-            "Sid": "RetagOwnResources",
+            "Sid": "LaunchWithTheGroupsBase",
             "Effect": "Allow",
-            "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
-            "Resource": [_arn(cloud, kind) for kind in own_types],
-            "Condition": {
-                **_tagged(cloud, "aws:ResourceTag"),
-                "ForAllValues:StringNotEquals": {"aws:TagKeys": [CLUSTER_LABEL, GROUP_LABEL]},
-            },
-        },
-        {
-            "Sid": "UseAndDeleteOwnResources",
-            "Effect": "Allow",
-            "Action": own_actions,
-            "Resource": [_arn(cloud, kind) for kind in own_types],
+            "Action": ["ec2:RunInstances"],
+            "Resource": [_arn(cloud, kind) for kind in used],
             "Condition": _tagged(cloud, "aws:ResourceTag"),
         },
     ]
@@ -257,18 +181,41 @@ def aws_policy(cloud: CloudPlan) -> dict[str, Any]:
         statements.append(
             {"Sid": "LaunchIntoExisting", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": launch_into}
         )
-    if cloud.existing_network:
-        statements.append(
-            {
-                "Sid": "SecurityGroupInTheExistingVpc",
-                "Effect": "Allow",
-                "Action": ["ec2:CreateSecurityGroup"],
-                "Resource": [_arn(cloud, "vpc", cloud.existing_network)],
-            }
-        )
     statements.append(_aws_image(cloud))
     statements.extend(_aws_ssm(cloud))
-    statements.append(
+    launched = [_arn(cloud, kind) for kind in _AWS_LAUNCHED]
+    statements += [
+        {
+            # Tag-on-create: CreateTags is checked for every tagged launch, allowed only as part of one.
+            "Sid": "TagOnLaunch",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateTags"],
+            "Resource": launched,
+            "Condition": {
+                "StringEquals": {
+                    "ec2:CreateAction": ["RunInstances"],
+                    **_tagged(cloud, "aws:RequestTag")["StringEquals"],
+                }
+            },
+        },
+        {
+            # Later tag changes on the group's own instances, never of the two scoping tags.
+            "Sid": "RetagOwnInstances",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+            "Resource": launched,
+            "Condition": {
+                **_tagged(cloud, "aws:ResourceTag"),
+                "ForAllValues:StringNotEquals": {"aws:TagKeys": [CLUSTER_LABEL, GROUP_LABEL]},
+            },
+        },
+        {
+            "Sid": "TerminateOwnInstances",
+            "Effect": "Allow",
+            "Action": ["ec2:TerminateInstances"],
+            "Resource": [_arn(cloud, "instance")],
+            "Condition": _tagged(cloud, "aws:ResourceTag"),
+        },
         {
             # Describe calls cannot be limited to resources in IAM; they change nothing.
             "Sid": "ReadInTheRegion",
@@ -276,30 +223,16 @@ def aws_policy(cloud: CloudPlan) -> dict[str, Any]:
             "Action": ["ec2:Describe*"],
             "Resource": "*",
             "Condition": {"StringEquals": {"aws:RequestedRegion": cloud.region}},
-        }
-    )
+        },
+        {
+            # Holds even when another policy of the controller's identity allows these.
+            "Sid": "NeverSecurityGroupsOrIam",
+            "Effect": "Deny",
+            "Action": list(AWS_DENIED),
+            "Resource": "*",
+        },
+    ]
     return {"Version": IAM_VERSION, "Id": _policy_id(cloud), "Statement": statements}
-
-
-# The type each single-type create makes (creates of types the stack does not make are left out).
-_CREATE_TYPE = {
-    "ec2:CreatePlacementGroup": "placement-group",
-    "ec2:CreateVpc": "vpc",
-    "ec2:CreateInternetGateway": "internet-gateway",
-    "ec2:AllocateAddress": "elastic-ip",
-    "ec2:CreateSubnet": "subnet",
-    "ec2:CreateRouteTable": "route-table",
-}
-_AWS_TYPE_ORDER = (
-    "instance",
-    "volume",
-    "network-interface",
-    "launch-template",
-    "security-group",
-    "security-group-rule",
-    "placement-group",
-    *_AWS_NETWORK_TYPES,
-)
 
 
 def _policy_id(cloud: CloudPlan) -> str:
@@ -330,30 +263,10 @@ GCP_INSTANCE_PERMISSIONS = (
     "compute.regionOperations.get",
     "compute.globalOperations.get",
 )
+# The base's COLLOCATED policy is looked up by name and attached, never made or changed here.
 GCP_PLACEMENT_PERMISSIONS = (
-    "compute.resourcePolicies.create",
-    "compute.resourcePolicies.delete",
     "compute.resourcePolicies.get",
     "compute.resourcePolicies.use",
-)
-GCP_NETWORK_PERMISSIONS = (
-    "compute.networks.create",
-    "compute.networks.delete",
-    "compute.networks.get",
-    "compute.networks.updatePolicy",
-    "compute.subnetworks.create",
-    "compute.subnetworks.delete",
-    "compute.routers.create",
-    "compute.routers.delete",
-    "compute.routers.get",
-    "compute.routers.update",
-)
-GCP_FIREWALL_PERMISSIONS = (
-    "compute.firewalls.create",
-    "compute.firewalls.delete",
-    "compute.firewalls.get",
-    "compute.firewalls.update",
-    "compute.networks.updatePolicy",
 )
 
 
@@ -364,11 +277,9 @@ def _gcp_role_id(cloud: CloudPlan) -> str:
 
 def gcp_policy(cloud: CloudPlan) -> dict[str, Any]:
     """The custom role (gcloud ``--file`` format) and the binding condition for one GCP burst group."""
-    permissions = set(GCP_INSTANCE_PERMISSIONS) | set(GCP_FIREWALL_PERMISSIONS)
+    permissions = set(GCP_INSTANCE_PERMISSIONS)
     if cloud.placement_strategy == "compact":
         permissions |= set(GCP_PLACEMENT_PERMISSIONS)
-    if not cloud.existing_network or cloud.gpu_networks:
-        permissions |= set(GCP_NETWORK_PERMISSIONS)
     project = cloud.project or GCP_PLACEHOLDER_PROJECT
     prefix = f"{cloud.cluster}-"
     # Instances (and their boot disks, named after them) of this stack are named
@@ -408,9 +319,9 @@ AZURE_COMPUTE_ACTIONS = (
     "Microsoft.Compute/virtualMachines/read",
     "Microsoft.Compute/virtualMachines/write",
     "Microsoft.Compute/virtualMachines/delete",
+    # A VM joins the base's flexible scale set when it is created (the scale set's write).
     "Microsoft.Compute/virtualMachineScaleSets/read",
     "Microsoft.Compute/virtualMachineScaleSets/write",
-    "Microsoft.Compute/virtualMachineScaleSets/delete",
     "Microsoft.Compute/disks/read",
     "Microsoft.Compute/disks/write",
     "Microsoft.Compute/disks/delete",
@@ -421,25 +332,6 @@ AZURE_COMPUTE_ACTIONS = (
     "Microsoft.Network/virtualNetworks/subnets/read",
     "Microsoft.Network/virtualNetworks/subnets/join/action",
     "Microsoft.Resources/subscriptions/resourceGroups/read",
-)
-AZURE_NETWORK_ACTIONS = (
-    "Microsoft.Network/virtualNetworks/read",
-    "Microsoft.Network/virtualNetworks/write",
-    "Microsoft.Network/virtualNetworks/delete",
-    "Microsoft.Network/virtualNetworks/subnets/write",
-    "Microsoft.Network/virtualNetworks/subnets/delete",
-    "Microsoft.Network/networkSecurityGroups/read",
-    "Microsoft.Network/networkSecurityGroups/write",
-    "Microsoft.Network/networkSecurityGroups/delete",
-    "Microsoft.Network/networkSecurityGroups/join/action",
-    "Microsoft.Network/natGateways/read",
-    "Microsoft.Network/natGateways/write",
-    "Microsoft.Network/natGateways/delete",
-    "Microsoft.Network/natGateways/join/action",
-    "Microsoft.Network/publicIPAddresses/read",
-    "Microsoft.Network/publicIPAddresses/write",
-    "Microsoft.Network/publicIPAddresses/delete",
-    "Microsoft.Network/publicIPAddresses/join/action",
 )
 AZURE_RESERVATION_ACTIONS = (
     "Microsoft.Compute/capacityReservationGroups/read",
@@ -465,8 +357,6 @@ def azure_policy(cloud: CloudPlan) -> dict[str, Any]:
     # Joining an existing subnet is checked on the subnet itself.
     scopes += [s.existing_id for s in cloud.subnets if s.existing_id]
     actions = list(AZURE_COMPUTE_ACTIONS)
-    if not any(s.existing_id for s in cloud.subnets):
-        actions += AZURE_NETWORK_ACTIONS
     if cloud.capacity_reservation_group_id and any(g.capacity_reservation for g in cloud.groups):
         actions += AZURE_RESERVATION_ACTIONS
         scopes.append(cloud.capacity_reservation_group_id)
@@ -491,27 +381,35 @@ POLICIES = {"aws": aws_policy, "gcp": gcp_policy, "azure": azure_policy}
 
 
 def _readme(plan: Plan) -> str:
+    q = shlex.quote  # commands a user copies: every plan value is one shell word
     lines = [
-        f"# Burst credentials for {plan.cluster.name}",
+        f"# Burst credentials for {printable(plan.cluster.name)}",
         "",
-        f"Generated by clusterctl {__version__} from {plan.cluster.spec_file}; do not edit.",
+        f"Generated by clusterctl {__version__} from {printable(plan.cluster.spec_file)}; do not edit.",
         "",
         "The controller runs `clusterctl burst resume|suspend`, which drives one Pulumi stack per cloud burst group",
-        "(program `stacks/burst`). Give the controller's cloud identity these permissions and nothing more:",
+        "(program `stacks/burst`, part `nodes`): it creates and deletes the group's instances, nothing else. The",
+        "group's network exposure (security group, firewalls or NSGs) and launch configuration are the group's base",
+        "(stack `<cluster>-burst-<group>-base`), which `clusterctl up` makes with your own credentials before the",
+        "first resume. Give the controller's cloud identity these permissions and nothing more: it cannot change a",
+        "security group, firewall or NSG, nor anything in IAM.",
         "",
     ]
     for group, cloud in sorted(plan.burst_cloud.items()):
         path = policy_path(group).removeprefix("burst/")
         stack = burst_stack_name(plan.cluster.name, group)
-        lines.append(f"## {group} ({cloud.provider}, stack `{stack}`)")
+        lines.append(f"## {printable(group)} ({cloud.provider}, stack `{printable(stack)}`)")
         lines.append("")
         if cloud.provider == "aws":
             lines += [
-                f"`{path}` is an IAM policy: every create needs the tags `{CLUSTER_LABEL}={plan.cluster.name}` and",
-                f"`{GROUP_LABEL}={group}`, every change or delete needs them on the resource.",
+                f"`{path}` is an IAM policy: instances are launched only from the base's launch templates and with the",
+                f"tags `{CLUSTER_LABEL}={printable(plan.cluster.name)}` and `{GROUP_LABEL}={printable(group)}`, and "
+                "terminated only when they",
+                "carry them; security group changes and `iam:*` are denied outright.",
                 "",
                 "```sh",
-                f"aws iam create-policy --policy-name clusterctl-{stack} --policy-document file://{path}",
+                f"aws iam create-policy --policy-name {q('clusterctl-' + stack)} "
+                f"--policy-document {q('file://' + path)}",
                 "```",
             ]
         elif cloud.provider == "gcp":
@@ -520,24 +418,25 @@ def _readme(plan: Plan) -> str:
                 f"Replace {GCP_PLACEHOLDER_PROJECT} if the spec names no project.",
                 "",
                 "```sh",
-                f"jq .customRole {path} > role.json",
-                f"gcloud iam roles create {_gcp_role_id(cloud)} --project PROJECT --file role.json",
+                f"jq .customRole {q(path)} > role.json",
+                f"gcloud iam roles create {q(_gcp_role_id(cloud))} --project PROJECT --file role.json",
                 "gcloud projects add-iam-policy-binding PROJECT --member serviceAccount:CONTROLLER_SA \\",
-                f"  --role projects/PROJECT/roles/{_gcp_role_id(cloud)} \\",
-                f'  --condition "expression=$(jq -r .condition.expression {path}),title=clusterctl-{stack}"',
+                f"  --role {q('projects/PROJECT/roles/' + _gcp_role_id(cloud))} \\",
+                f'  --condition "expression=$(jq -r .condition.expression {q(path)}),title="{q("clusterctl-" + stack)}',
                 "```",
             ]
         else:
             lines += [
-                f"`{path}` is a custom role assignable at resource group `{cloud.resource_group}` only. Create the",
+                f"`{printable(path)}` is a custom role assignable at resource group "
+                f"`{printable(cloud.resource_group or '')}` only. Create the",
                 "resource group once (the burst stack does not: the role cannot be given before it exists), replace",
                 f"{AZURE_PLACEHOLDER_SUBSCRIPTION} if it is still there, then:",
                 "",
                 "```sh",
-                f"az group create --name {cloud.resource_group} --location {cloud.region}",
-                f"az role definition create --role-definition @{path}",
-                f'az role assignment create --assignee CONTROLLER_IDENTITY --role "{_policy_id(cloud)}" \\',
-                f"  --scope /subscriptions/{_azure_subscription(cloud)}/resourceGroups/{cloud.resource_group}",
+                f"az group create --name {q(cloud.resource_group or '')} --location {q(cloud.region)}",
+                f"az role definition create --role-definition {q('@' + path)}",
+                f"az role assignment create --assignee CONTROLLER_IDENTITY --role {q(_policy_id(cloud))} \\",
+                "  --scope " + q(f"/subscriptions/{_azure_subscription(cloud)}/resourceGroups/{cloud.resource_group}"),
                 "```",
             ]
         lines.append("")

@@ -16,6 +16,11 @@ A failed resume takes the hosts it added out of the set again and runs ``up`` on
 a half-created request (two of four instances before capacity ran out) costs nothing while
 Slurm retries; the error says what happened (no capacity, quota, permissions, Pulumi CLI
 missing, provider error) in words that fit Slurm's node reason.
+
+The group's base (the same program with ``clusterctl:part = base``, stack
+``<cluster>-burst-<group>-base``: security group or firewalls or NSGs, placement, launch
+templates) is made by :func:`prepare_cloud_groups` during ``clusterctl up``, with the
+operator's credentials; the controller's credentials cannot change it (render/burst.py).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ PROJECT = "clusterctl-burst"
 # Stack config keys the program reads (stacks/burst/clusterctl_burst.py: GROUP_KEY, ACTIVE_HOSTS_KEY).
 GROUP_CONFIG = "clusterctl:group"
 ACTIVE_HOSTS_CONFIG = "clusterctl:activeHosts"
+PART_CONFIG = "clusterctl:part"  # stacks/burst/clusterctl_burst.py: PART_KEY; "base" or "nodes" (default)
+PART_BASE = "base"
 STATE_SUBDIR = Path("burst") / "cloud"
 # Ansible reads inventory files in name order; "provisioned-*" sorts after the rendered
 # hosts.yml, so these addresses and SSH settings win for the burst hosts.
@@ -89,6 +96,11 @@ QUOTA_MARKERS: dict[str, tuple[str, ...]] = {
     "gcp": ("QUOTA_EXCEEDED", "Quota '"),
     "azure": ("QuotaExceeded", "exceeding approved"),
 }
+# The nodes part finds the base by name: these say it is not there (yet).
+BASE_MISSING_MARKERS: tuple[str, ...] = (
+    "InvalidLaunchTemplateName.NotFoundException",
+    "InvalidLaunchTemplateId.NotFound",
+)
 PERMISSION_MARKERS: tuple[str, ...] = (
     "UnauthorizedOperation",
     "AccessDenied",
@@ -178,6 +190,61 @@ def burst_target(plan: Plan, group: str, active: list[str]) -> StackTarget:
     )
 
 
+def base_target(plan: Plan, group: str) -> StackTarget:
+    """The group's base: program ``stacks/burst``, part ``base``, its own stack next to the group's."""
+    cloud = plan.burst_cloud[group]
+    short = f"{burst_stack_name(plan.cluster.name, group)}-{PART_BASE}"
+    return StackTarget(
+        program=PROGRAM,
+        project=PROJECT,
+        stack=f"{ORGANIZATION}/{PROJECT}/{short}",
+        plugins=dict(PLUGIN_VERSIONS[cloud.provider]),
+        config={GROUP_CONFIG: group, PART_CONFIG: PART_BASE},
+        workspace=short,
+    )
+
+
+def prepare_cloud_groups(
+    plan: Plan,
+    build_dir: Path,
+    state_dir: Path,
+    events: EventBus,
+    *,
+    yes: bool,
+    confirm: Callable[[str], bool],
+) -> list[str]:
+    """Make or update every cloud burst group's base with the caller's (the operator's) credentials.
+
+    For ``clusterctl up``: the base holds what decides a burst node's exposure (security group,
+    firewalls, NSGs) and launch configuration, so the controller, which only launches and deletes
+    instances, never needs the rights to change it.
+
+    Returns:
+        The groups whose base was brought up.
+
+    Raises:
+        ProviderError: the Pulumi CLI is missing, a change was not confirmed, or ``up`` failed.
+    """
+    groups = sorted(plan.burst_cloud)
+    if not groups:
+        return []
+    _require_cli("prepare burst groups", groups)
+    for group in groups:
+        stack = PulumiStack(plan, build_dir, state_dir, events=events, target=base_target(plan, group))
+        try:
+            if not yes:
+                preview = stack.preview()
+                kind = plan.burst_cloud[group].provider
+                question = f"burst group {group} base ({kind}): {preview.describe()}. Apply?"
+                if preview.has_changes and not confirm(question):
+                    raise ProviderError(f"not applied: the base of burst group {group} was not confirmed")
+            result = stack.up()
+        except PulumiError as exc:
+            raise ProviderError(str(exc)) from None
+        events.info(f"burst group {group} base ({stack.target.stack}): {result.describe()}", phase="provision")
+    return groups
+
+
 def classify(kind: str, detail: str) -> str:
     """What went wrong, first words first (Slurm shows the start of the node reason)."""
     for marker in CAPACITY_MARKERS.get(kind, ()):
@@ -190,6 +257,8 @@ def classify(kind: str, detail: str) -> str:
     for marker in PERMISSION_MARKERS:
         if marker in detail:
             return f"not permitted ({marker}): check the controller's {kind} credentials against the rendered policy"
+    if any(marker in detail for marker in BASE_MISSING_MARKERS):
+        return "burst group base missing: run `clusterctl up` (it makes the group's network and launch templates)"
     if "ResourceGroupNotFound" in detail:
         # The burst stack does not create its Azure resource group (the role is scoped to it).
         return "resource group missing (ResourceGroupNotFound): create it once, see burst/README.md in the build"
@@ -275,6 +344,17 @@ class _Group:
         if missing:
             raise ProviderError(
                 f"{self.cloud.provider} provider error: the burst stack reports no address for {', '.join(missing)}"
+            )
+        # Host keys are pinned: the stack must report, for every active host, the key generated here.
+        try:
+            reported = output_mapping(result.outputs, "hostKeys", stack.target.stack)
+        except PulumiError as exc:
+            raise ProviderError(f"{self.cloud.provider} provider error: {exc}") from None
+        unpinned = [h for h in active if reported.get(h, "").split()[:2] != host_keys[h].public.split()[:2]]
+        if unpinned:
+            raise ProviderError(
+                f"{self.cloud.provider} provider error: the burst stack reports no host key, or not the generated "
+                f"one, for {', '.join(unpinned)}"
             )
         return {h: nodes[h] for h in active}
 
@@ -475,9 +555,9 @@ def suspend_cloud(
 
 
 def destroy_cloud_group(plan: Plan, group: str, build_dir: Path, state_dir: Path, events: EventBus) -> None:
-    """Delete everything of a burst group's stack (network included) and forget its active set.
+    """Delete a burst group's instances (its ``nodes`` stack) and forget its active set.
 
-    For ``clusterctl down``: resume/suspend keep the group's network while the stack exists.
+    The group's base is the operator's (:func:`destroy_cloud_bases`).
 
     Raises:
         ProviderError: the Pulumi CLI is missing or the destroy failed.
@@ -493,3 +573,30 @@ def destroy_cloud_group(plan: Plan, group: str, build_dir: Path, state_dir: Path
         for path in (state_path(state_dir, group), state_path(state_dir, group).with_suffix(".known_hosts")):
             path.unlink(missing_ok=True)
         (build_dir / "ansible" / "inventory" / f"{INVENTORY_PREFIX}{group}.yml").unlink(missing_ok=True)
+
+
+def destroy_cloud_bases(plan: Plan, build_dir: Path, state_dir: Path, events: EventBus) -> list[str]:
+    """For ``clusterctl down``: delete every cloud burst group's base (made by :func:`prepare_cloud_groups`).
+
+    Returns:
+        The groups whose base was destroyed.
+
+    Raises:
+        ProviderError: the Pulumi CLI is missing or a destroy failed (burst instances still
+            running keep their security group or subnet in use).
+    """
+    groups = sorted(plan.burst_cloud)
+    if not groups:
+        return []
+    _require_cli("destroy burst group bases", groups)
+    for group in groups:
+        stack = PulumiStack(plan, build_dir, state_dir, events=events, target=base_target(plan, group))
+        try:
+            summary = stack.destroy()
+        except PulumiError as exc:
+            raise ProviderError(
+                f"{exc}\nIf burst nodes of {group} are still running, suspend them first "
+                f"(`clusterctl burst suspend` on the controller), then run `clusterctl down` again."
+            ) from None
+        events.info(f"burst group {group} base ({stack.target.stack}) destroyed: {summary.describe()}", phase=PHASE)
+    return groups

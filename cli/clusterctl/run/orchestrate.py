@@ -77,6 +77,13 @@ def up(
         provider=plan.cluster.provider, spec=plan.cluster.spec_file, build_dir=str(build_dir), status="provisioning"
     )
     result.hosts = provider.provision(plan, build_dir, state.path, yes=yes, events=events)
+    if plan.burst_cloud:
+        # Each cloud burst group's base (security group/firewall/NSG, launch templates) is made
+        # here with the operator's credentials; the controller's can only launch and delete.
+        from clusterctl.run.burst_cloud import prepare_cloud_groups
+        from clusterctl.run.providers.cloud import default_confirm
+
+        prepare_cloud_groups(plan, build_dir, state.path, events, yes=yes, confirm=default_confirm)
     state.update(nodes={h.hostname: h.container or h.address for h in result.hosts}, status="provisioned")
     events.phase_done("provision", message=f"{len(result.hosts)} node(s)")
     _timed(result.timings, "provision", t1)
@@ -129,4 +136,8 @@ def down(plan: Plan, state: StateDir, events: EventBus, *, build_dir: Path | Non
     recorded = state.read().get("build_dir")
     target = build_dir or (Path(recorded) if recorded else Path("build") / plan.cluster.name)
     provider.destroy(plan, target, state.path, yes=yes, events=events)
+    if plan.burst_cloud:
+        from clusterctl.run.burst_cloud import destroy_cloud_bases
+
+        destroy_cloud_bases(plan, target, state.path, events)
     events.phase_done("destroy")

@@ -95,7 +95,12 @@ def test_gcp_burst_group_is_prefixed(tmp_path: Path) -> None:
 
 
 def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
-    return policy["Statement"]
+    """The Allow statements (the one Deny is checked on its own)."""
+    return [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+
+
+def _allowed_actions(policy: dict[str, Any]) -> set[str]:
+    return {a for s in _statements(policy) for a in s["Action"]}
 
 
 def _mutating(statement: dict[str, Any]) -> list[str]:
@@ -129,9 +134,11 @@ def test_aws_policy_has_no_wildcard_resource_for_mutating_actions(cloud: CloudPl
 
 def test_aws_policy_creates_need_the_tags_and_deletes_need_them_on_the_resource(cloud: CloudPlan) -> None:
     statements = _statements(aws_policy(cloud))
-    (launch,) = [s for s in statements if s["Sid"] == "LaunchTaggedInstances"]
+    (launch,) = [s for s in statements if s["Sid"] == "LaunchTaggedInstancesFromATemplate"]
     assert launch["Action"] == ["ec2:RunInstances"]
     assert _tag_conditions(launch) == {"aws:RequestTag"}
+    # Only from a launch template (the base's: the template itself is checked by its tags below).
+    assert launch["Condition"]["ArnLike"] == {"ec2:LaunchTemplate": "arn:aws:ec2:us-east-1:*:launch-template/*"}
     # RunInstances under aws:RequestTag only on what it creates; subnets, security groups and
     # templates it launches into are checked by their own tags or ids.
     assert sorted(arn.rsplit(":", 1)[1] for arn in launch["Resource"]) == [
@@ -139,14 +146,25 @@ def test_aws_policy_creates_need_the_tags_and_deletes_need_them_on_the_resource(
         "network-interface/*",
         "volume/*",
     ]
+    (base,) = [s for s in statements if s["Sid"] == "LaunchWithTheGroupsBase"]
+    assert _tag_conditions(base) == {"aws:ResourceTag"}
+    assert sorted(arn.rsplit(":", 1)[1] for arn in base["Resource"]) == [
+        "launch-template/*",
+        "placement-group/*",
+        "security-group/*",
+    ]
     terminate = [s for s in statements if "ec2:TerminateInstances" in s["Action"]]
     assert terminate
     assert all(_tag_conditions(s) == {"aws:ResourceTag"} for s in terminate)
     tagging = [s for s in statements if "ec2:CreateTags" in s["Action"]]
-    assert {s["Sid"] for s in tagging} == {"TagOnCreate", "RetagOwnResources"}
-    on_create = next(s for s in tagging if s["Sid"] == "TagOnCreate")
-    assert "ec2:RunInstances" in on_create["Condition"]["StringEquals"]["ec2:CreateAction"]
-    retag = next(s for s in tagging if s["Sid"] == "RetagOwnResources")
+    assert {s["Sid"] for s in tagging} == {"TagOnLaunch", "RetagOwnInstances"}
+    on_create = next(s for s in tagging if s["Sid"] == "TagOnLaunch")
+    assert on_create["Condition"]["StringEquals"]["ec2:CreateAction"] == ["RunInstances"]
+    retag = next(s for s in tagging if s["Sid"] == "RetagOwnInstances")
+    # Tags are set and changed only on what a resume launched, never on the base's pieces.
+    assert sorted(arn.rsplit(":", 1)[1] for s in tagging for arn in s["Resource"]) == sorted(
+        ["instance/*", "volume/*", "network-interface/*"] * 2
+    )
     assert retag["Condition"]["ForAllValues:StringNotEquals"]["aws:TagKeys"] == list(TAG_KEYS)
 
 
@@ -173,18 +191,22 @@ def test_aws_policy_never_pairs_a_create_with_a_type_it_only_uses(cloud: CloudPl
 def test_aws_policy_names_existing_network_pieces_by_id(cloud: CloudPlan) -> None:
     text = json.dumps(aws_policy(cloud))
     assert "subnet/subnet-0def5678" in text
-    assert "vpc/vpc-0abc1234" in text
-    assert "ec2:CreateVpc" not in text  # the VPC exists: nothing of the network is created
-    assert "ec2:CreateSubnet" not in text
-    own = json.dumps(aws_policy(own_network(cloud)))
-    assert "ec2:CreateVpc" in own
-    assert "ec2:CreateNatGateway" in own
+    assert ":subnet/*" not in text  # only the named subnet
+    # The network is the base's, made by the operator: the controller creates no piece of it,
+    # whether the VPC exists or the base made it (its subnets are then used by their tags).
+    for variant in (cloud, own_network(cloud)):
+        actions = _allowed_actions(aws_policy(variant)) - {"ec2:CreateTags", "ec2:DeleteTags"}
+        assert not [a for a in actions if a.startswith(("ec2:Create", "ec2:Delete", "ec2:Modify", "ec2:Allocate"))], (
+            actions
+        )
+    (base,) = [s for s in _statements(aws_policy(own_network(cloud))) if s["Sid"] == "LaunchWithTheGroupsBase"]
+    assert "arn:aws:ec2:us-east-1:*:subnet/*" in base["Resource"]
 
 
 def test_aws_policy_has_no_pass_role_and_fits_a_managed_policy(cloud: CloudPlan) -> None:
     for variant in (cloud, own_network(cloud)):
         policy = aws_policy(variant)
-        assert "iam:" not in json.dumps(policy)  # the stacks attach no instance profile
+        assert "iam:" not in json.dumps(_statements(policy))  # the stacks attach no instance profile
         assert len(json.dumps(policy, separators=(",", ":"))) < MANAGED_POLICY_LIMIT
 
 
@@ -219,7 +241,8 @@ def test_gcp_role_and_condition(tmp_path: Path) -> None:
         assert f"compute.instances.{needed}" in permissions
     assert permissions == sorted(permissions)
     assert not [p for p in permissions if not p.startswith("compute.")]  # no IAM, no project admin
-    assert "compute.resourcePolicies.create" in permissions  # compact placement
+    assert "compute.resourcePolicies.use" in permissions  # compact placement: the base's policy, attached
+    assert "compute.resourcePolicies.create" not in permissions
     assert policy["project"] == "acme-ml"
     assert policy["roleId"] == "clusterctl_harbor_burst_gpu_b"
     expression = policy["condition"]["expression"]
