@@ -80,6 +80,20 @@ PROBE_TASKS = """\
     src: probe.j2
     dest: "{{ out_dir }}/probe-{{ inventory_hostname | hash('sha1') }}.json"
     mode: "0644"
+# The roles read rendered files with the file lookup and install them with copy (never template).
+- name: Read a rendered file as the slurm and common roles do
+  ansible.builtin.set_fact:
+    __probe_conf: "{{ lookup('ansible.builtin.file', probe_file) }}"
+- name: Install it as the roles do
+  ansible.builtin.copy:
+    src: "{{ probe_file }}"
+    dest: "{{ out_dir }}/copied-{{ inventory_hostname | hash('sha1') }}.conf"
+    mode: "0644"
+- name: Write what was read
+  ansible.builtin.copy:
+    content: "{{ __probe_conf }}"
+    dest: "{{ out_dir }}/read-{{ inventory_hostname | hash('sha1') }}.conf"
+    mode: "0644"
 """
 
 
@@ -146,6 +160,9 @@ def test_ansible_playbook_templates_hostvars_without_running_spec_data(hostile_p
     out.mkdir()
     work = tmp_path / "work"
     work.mkdir()
+    # A rendered file whose text holds Jinja (a comment or a value the format allows).
+    rendered = tmp_path / "slurm.conf"
+    rendered.write_text(f"# generated from {JINJA}\nClusterName=x{JINJA}\n")
     (tmp_path / "ansible.cfg").write_text("[defaults]\n")
     env = {
         **os.environ,
@@ -163,7 +180,7 @@ def test_ansible_playbook_templates_hostvars_without_running_spec_data(hostile_p
             str(inventory_dir / "hosts.yml"),
             str(play / "site.yml"),
             "-e",
-            json.dumps({"out_dir": str(out)}),
+            json.dumps({"out_dir": str(out), "probe_file": str(rendered)}),
         ],
         cwd=work,
         env=env,
@@ -203,6 +220,9 @@ def test_ansible_playbook_templates_hostvars_without_running_spec_data(hostile_p
     assert all(p["spare_type"] == "bool" for p in probes)
     assert probe["storage_mounts"] == [t.mount for t in plan.storage]
     assert probe["versions"] == plan.cluster.versions
+    # Rendered files holding Jinja are installed and read as text.
+    for copied in [*out.glob("copied-*.conf"), *out.glob("read-*.conf")]:
+        assert copied.read_text().rstrip("\n") == rendered.read_text().rstrip("\n")
 
 
 def test_the_same_inventory_without_unsafe_runs_the_canary(hostile_plan: Plan, tmp_path: Path) -> None:
