@@ -1,9 +1,11 @@
 """The cloud provider (AWS, GCP, Azure): run ``stacks/<cloud>`` through the Automation API.
 
-provision: generate clusterctl's SSH key and one host key per node (once), preview and ask
-(unless ``--yes``), ``pulumi up``, then write the SSH inventory and known_hosts from the stack
-outputs so configuration connects with checked host keys. destroy: preview, ask, ``pulumi
-destroy``. status: the stack's view of each node.
+provision: generate clusterctl's SSH key and one host key per node and the bastion (once),
+preview and ask (unless ``--yes``), ``pulumi up``, then write the SSH inventory and known_hosts
+from the stack outputs so configuration connects with checked host keys. The outputs must
+carry every node's and the bastion's key, and it must be the one clusterctl generated and
+injected through cloud-init: a missing or different key is an error, never a key learnt on
+first use. destroy: preview, ask, ``pulumi destroy``. status: the stack's view of each node.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class CloudProvider:
         public_keys = {name: pair.public for name, pair in stack.host_keys.items()}
         assert plan.cloud is not None
         hosts, bastion = hosts_from_outputs(plan, result.outputs, user=plan.cloud.ssh_user, host_keys=public_keys)
+        if plan.cloud.bastion is not None and bastion is None:
+            raise ProviderError(
+                "the plan has a bastion but the stack outputs name none, so the nodes cannot be reached through it; "
+                "run `clusterctl up` again"
+            )
         write_ssh_inventory(
             plan,
             hosts,
