@@ -364,7 +364,8 @@ def test_opensm_stopped_where_it_is_not_placed() -> None:
     stop = [t for t in service if t.get("ansible.builtin.systemd_service", {}).get("state") == "stopped"]
     assert stop
     assert stop[0]["ansible.builtin.systemd_service"]["enabled"] is False
-    assert 'PORTS="NONE"' in _role_text("rdma", "tasks", "service.yml")
+    assert "opensm-disabled.default.j2" in _role_text("rdma", "tasks", "service.yml")
+    assert 'PORTS="NONE"' in _role_text("rdma", "templates", "opensm-disabled.default.j2")
 
 
 def test_opensm_hosts_without_the_gpu_stack_get_it_too() -> None:
