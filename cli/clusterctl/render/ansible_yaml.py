@@ -35,6 +35,7 @@ TEMPLATED: dict[str, str] = {
 UNSAFE_TAG = "!unsafe"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _IMPLICIT_KEY_MAX = 1000
+_FLOW_LINE_MAX = 150
 
 
 def _key(key: Any) -> str:
@@ -73,7 +74,9 @@ def _lines(data: Any, indent: int, out: list[str]) -> None:
             # YAML allows implicit keys up to 1024 characters; longer ones need the explicit "? key".
             head = f"{pad}? {name}\n{pad}:" if len(name) > _IMPLICIT_KEY_MAX else f"{pad}{name}:"
             nested = isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
-            if nested and value:
+            # A list of scalars stays on one line unless that line gets long (yamllint's 160 columns).
+            long_list = isinstance(value, list) and len(head) + len(scalar(value)) > _FLOW_LINE_MAX
+            if (nested or long_list) and value:
                 out.append(head)
                 _lines(value, indent + 2, out)
             elif indent == 0 and isinstance(value, str) and TEMPLATED.get(str(key)) == value:
