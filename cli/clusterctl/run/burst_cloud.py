@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ruamel.yaml import YAML
-
 from clusterctl.plan.burst import burst_stack_name
 from clusterctl.plan.models import CloudPlan, Plan, PlanNode
+from clusterctl.render import ansible_yaml
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import ssh_common_args, write_known_hosts
@@ -391,17 +390,15 @@ class _Group:
             for h in hosts
         }
         inventory.parent.mkdir(parents=True, exist_ok=True)
-        yaml = YAML(typ="safe")
-        yaml.default_flow_style = False
-        yaml.width = 4096
         # Ansible skips inventory files ending in "~", so a concurrent run never reads it half-written.
+        # Addresses come from the cloud's answers: all !unsafe, never templated.
         tmp = inventory.with_name(f".{inventory.name}.tmp~")
-        with tmp.open("w") as handle:
-            handle.write(
-                f"---\n# written by clusterctl burst for {self.plan.cluster.name}: active hosts of burst group "
-                f"{self.group}\n"
+        tmp.write_text(
+            ansible_yaml.dump(
+                {"all": {"hosts": entries}},
+                f"written by clusterctl burst for {self.plan.cluster.name}: active hosts of burst group {self.group}",
             )
-            yaml.dump({"all": {"hosts": entries}}, handle)
+        )
         tmp.replace(inventory)
         return inventory
 
