@@ -14,6 +14,7 @@ from pathlib import Path
 
 from clusterctl.catalog.compat import OS_CODENAME, SLURM_SUSPEND_EXC_STATES, at_least
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
+from clusterctl.catalog.tools import nccl_tests_checksum, nccl_tests_url
 from clusterctl.hostlist import compress, expand
 from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
@@ -644,7 +645,8 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
         )
     network = spec.network
     gateway = network.gateway or IPv4Address(int(network.management_cidr.network_address) + 1)
-    versions = spec.versions.model_dump()
+    # The nccl-tests archive and its checksum are not versions: they go to the cluster facts.
+    versions = spec.versions.model_dump(exclude={"nccl_tests_url", "nccl_tests_checksum"})
     versions["fabric_manager"] = spec.versions.fabric_manager or spec.versions.nvidia_driver
     versions.update(gcp_versions(spec))
     return Plan(
@@ -661,6 +663,11 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
             versions=versions,
             container_runtime=spec.container_runtime,
             emulated_gpus=any(n.emulated for n in nodes),
+            nccl_tests_url=spec.versions.nccl_tests_url or nccl_tests_url(spec.versions.nccl_tests),
+            # The spec refuses a release without a known or given checksum (Versions).
+            nccl_tests_checksum=(
+                spec.versions.nccl_tests_checksum or nccl_tests_checksum(spec.versions.nccl_tests) or ""
+            ),
         ),
         nodes=nodes,
         groups=groups,

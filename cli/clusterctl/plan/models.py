@@ -425,6 +425,8 @@ class ClusterInfo(PlanModel):
     versions: dict[str, str]
     container_runtime: str
     emulated_gpus: bool
+    nccl_tests_url: str = Field("", description="nccl-tests source archive the GPU nodes build")
+    nccl_tests_checksum: str = Field("", description="its checksum (sha256:<hex>)")
 
 
 # --- provisioning (cloud stacks and bare metal) ---------------------------------------------

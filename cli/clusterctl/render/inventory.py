@@ -108,6 +108,9 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         # Files this inventory was rendered with; roles copy them from here.
         "clusterctl_render_dir": "{{ inventory_dir }}/../..",
         "clusterctl_versions": dict(sorted(versions.items())),
+        # roles/nccl builds nccl-tests from this archive, checked against the checksum.
+        "clusterctl_nccl_tests_source_url": plan.cluster.nccl_tests_url,
+        "clusterctl_nccl_tests_source_checksum": plan.cluster.nccl_tests_checksum,
         "clusterctl_controllers": list(plan.slurm.controllers),
         "clusterctl_prometheus_host": plan.monitoring.prometheus_host,
         "clusterctl_fabric_kind": plan.fabric.kind,

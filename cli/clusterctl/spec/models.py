@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator, model_validator
 
 from clusterctl.catalog.gpus import GPU_MODELS
+from clusterctl.catalog.tools import DEFAULT_CONTAINER_TOOLKIT, DEFAULT_NCCL_TESTS, nccl_tests_checksum
 from clusterctl.spec.base import StrictModel
 from clusterctl.spec.providers import Provider
 from clusterctl.spec.types import (
@@ -38,6 +39,7 @@ from clusterctl.spec.types import (
     PositiveInt,
     RailDevice,
     SafeName,
+    Sha256,
     SlurmTime,
     Url,
     VersionStr,
@@ -88,6 +90,41 @@ class Versions(StrictModel):
     fabric_manager: VersionStr | None = Field(
         None, description="NVIDIA fabric manager; must equal nvidia_driver (default: the driver's)."
     )
+    nccl_tests: VersionStr = Field(
+        DEFAULT_NCCL_TESTS,
+        description="nccl-tests, exact; built on the GPU nodes from its source archive (verify runs all_reduce_perf).",
+        examples=["2.13.6"],
+    )
+    nccl_tests_checksum: Sha256 | None = Field(
+        None,
+        description=(
+            "Checksum of the nccl-tests source archive. Default: the one clusterctl knows for the release "
+            "(GitHub's tag archive); required for other releases and for a mirror's own archive."
+        ),
+        examples=["sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1"],
+    )
+    nccl_tests_url: Url | None = Field(
+        None,
+        description="nccl-tests source archive (default: GitHub's archive of the nccl_tests tag), e.g. a site mirror.",
+        examples=["https://mirror.example.com/nccl-tests/v2.13.6.tar.gz"],
+    )
+    nvidia_container_toolkit: VersionStr = Field(
+        DEFAULT_CONTAINER_TOOLKIT,
+        description="NVIDIA container toolkit / libnvidia-container, exact (enroot's GPU hook, docker's runtime).",
+        examples=["1.17.8"],
+    )
+
+    @model_validator(mode="after")
+    def _nccl_tests_archive_is_checked(self) -> Versions:
+        if self.nccl_tests_checksum is None and (
+            self.nccl_tests_url is not None or nccl_tests_checksum(self.nccl_tests) is None
+        ):
+            what = "the archive at nccl_tests_url" if self.nccl_tests_url else f"nccl-tests {self.nccl_tests}"
+            raise ValueError(
+                f"clusterctl knows no checksum for {what}; set nccl_tests_checksum to \"sha256:<digest>\" "
+                "(sha256sum of the archive)"
+            )
+        return self
 
 
 # --- hardware ----------------------------------------------------------------------------------

@@ -1007,7 +1007,16 @@ _bmc_address = TextCheck(
 BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
 """A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
 
-# --- added for verify (GPU-NUMA map, gres.conf Cores=) ---
+# --- added for verify (GPU-NUMA map, gres.conf Cores=; the nccl-tests archive's sha256) ---
 # Linux numbers NUMA nodes below MAX_NUMNODES (1 << CONFIG_NODES_SHIFT, at most 1024).
 NumaNode = Annotated[int, Field(ge=0, le=1023, strict=True)]
 """A NUMA node number, as ``nvidia-smi topo -m`` prints it in the ``NUMA Affinity`` column."""
+_sha256 = TextCheck(
+    what="a sha256 checksum",
+    pattern=r"sha256:[0-9a-f]{64}",
+    allowed="'sha256:' and 64 lower-case hex digits, as `sha256sum FILE` prints the digest",
+    max_length=71,
+    examples=("sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1",),
+)
+Sha256 = Annotated[str, BeforeValidator(_sha256), WithJsonSchema(_sha256.schema)]
+"""The sha256 of a source archive, in the form Ansible's get_url ``checksum`` takes."""
