@@ -138,11 +138,11 @@ DEFAULT_DMABUF_IMPORT_HELPER = "1.1"
 DEFAULT_NCCL_GIB = "1.1.0"
 NCCL_GIB_NCCL: dict[str, str] = {"1.1.0": "2.27.5"}
 
-# aws-ofi-nccl and the EFA installer a spec gets when it names none: the versions the
-# awsome-distributed-training ParallelCluster template installs (aws-ofi-nccl v1.16.3) and the
-# EFA installer of ParallelCluster's cookbook (1.34.0) -- peers.md §2.2.
-DEFAULT_AWS_OFI_NCCL = "1.16.3"
-DEFAULT_EFA_INSTALLER = "1.34.0"
+# The EFA installer and aws-ofi-nccl a spec gets when it names none: the newest installer whose
+# tarball checksum clusterctl knows (ParallelCluster pins 1.41.0, PR #2953) and the aws-ofi-nccl
+# release that installer ships (libnccl-ofi 1.14.2, EFA release notes) -- catalog/efa.py.
+DEFAULT_AWS_OFI_NCCL = "1.14.2"
+DEFAULT_EFA_INSTALLER = "1.41.0"
 
 
 def gpudirect_release(fabric: str, plugin: str) -> GpuDirectRelease | None:

@@ -388,6 +388,21 @@ def _resolve_slurm(
     )
 
 
+# Managed Lustre units name their tier in What= until roles/storage_clients puts the stack's
+# "<mgs>@tcp:/<fsname>" there (the role matches this prefix).
+MANAGED_LUSTRE_SOURCE = "clusterctl-managed-lustre:"
+# Mount options each cloud's own client setup uses for its managed Lustre:
+# - AWS FSx: ParallelCluster's (aws/aws-parallelcluster-cookbook:cookbooks/aws-parallelcluster-environment/
+#   resources/lustre/partial/_mount_unmount.rb@f75d84c: defaults _netdev flock user_xattr noatime, plus the
+#   fstab-only noauto/x-systemd.automount a mount unit does not need);
+# - Azure Managed Lustre: `mount -t lustre -o noatime,flock` (Azure docs, "Connect clients to an Azure
+#   Managed Lustre file system").
+MANAGED_LUSTRE_OPTIONS: dict[str, list[str]] = {
+    "aws": ["flock", "user_xattr", "noatime"],
+    "azure": ["flock", "noatime"],
+}
+
+
 def _lnet_networks(storage: LustreStorage) -> list[str]:
     nets: list[str] = []
     for nid in storage.mgs:
@@ -413,7 +428,15 @@ def _resolve_storage(
     lnet_hosts: dict[str, PlanNode] = {}
     for tier in spec.storage:
         extra: dict[str, list[str]] = {}
-        if isinstance(tier, LustreStorage):
+        if isinstance(tier, LustreStorage) and tier.managed:
+            # A cloud's managed Lustre: its address exists only once the stack made it, so the unit
+            # names the tier and roles/storage_clients puts in the source `clusterctl up` read from
+            # the stack outputs (clusterctl_managed_lustre). The service's client needs no LNet setup.
+            hosts = fixed
+            source = MANAGED_LUSTRE_SOURCE + tier.name
+            options = ["_netdev", *MANAGED_LUSTRE_OPTIONS.get(spec.provider.kind, ["flock"]), *tier.mount_options]
+            fstype, requires_lnet = "lustre", False
+        elif isinstance(tier, LustreStorage):
             nets = _lnet_networks(tier)
             rdma = any(not net.startswith("tcp") for net in nets)
             hosts = [n for n in fixed if n.storage_netdevs] if rdma else fixed
@@ -458,6 +481,7 @@ def _resolve_storage(
                 unit_name=systemd_mount_unit(tier.mount),
                 hosts=compress(n.hostname for n in hosts),
                 requires_lnet=requires_lnet,
+                managed=isinstance(tier, LustreStorage) and tier.managed,
                 mounts=mounts,
                 read_bw=str(tier.read_bw) if tier.read_bw else None,
                 write_bw=str(tier.write_bw) if tier.write_bw else None,
@@ -648,6 +672,10 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan
     # The nccl-tests archive and its checksum are not versions: they go to the cluster facts.
     versions = spec.versions.model_dump(exclude={"nccl_tests_url", "nccl_tests_checksum"})
     versions["fabric_manager"] = spec.versions.fabric_manager or spec.versions.nvidia_driver
+    # AWS EFA nodes: the EFA installer and aws-ofi-nccl releases the efa role installs.
+    for stack in (p.efa for p in nccl if p.efa is not None):
+        versions["efa_installer"] = stack.installer
+        versions["aws_ofi_nccl"] = stack.aws_ofi_nccl
     versions.update(gcp_versions(spec))
     return Plan(
         cluster=ClusterInfo(

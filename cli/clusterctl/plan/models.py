@@ -264,6 +264,7 @@ class StoragePlan(PlanModel):
     unit_name: str
     hosts: str
     requires_lnet: bool = False
+    managed: bool = Field(False, description="a cloud's managed Lustre: the source comes from the stack outputs")
     mounts: list[StorageMount] = Field(default_factory=list)
     read_bw: str | None = None
     write_bw: str | None = None
@@ -341,6 +342,21 @@ class NcclVendorSlurm(PlanModel):
 
 
 
+class EfaStack(PlanModel):
+    """The AWS EFA software of a GPU profile: what roles/efa installs (catalog/efa.py)."""
+
+    installer: str = Field(description="EFA installer release")
+    installer_checksum: str | None = Field(None, description="'sha256:<hex>' of the tarball; None: unknown")
+    aws_ofi_nccl: str = Field(description="aws-ofi-nccl release the jobs use")
+    ofi_nccl_from_installer: bool | None = Field(
+        None, description="the installer ships the plugin (True), does not (False), unknown: the role reads the tarball"
+    )
+    ofi_nccl_checksum: str | None = None
+    ofi_nccl_libdir: str = Field(description="where the plugin's libraries are on the node")
+    ofi_nccl_files: list[str] = Field(default_factory=list, description="the plugin's library names")
+    sources: list[str] = Field(default_factory=list)
+
+
 class NcclProfile(PlanModel):
     """NCCL configuration for one GPU hardware profile."""
 
@@ -354,6 +370,9 @@ class NcclProfile(PlanModel):
     fabric: str | None = Field(None, description="cloud fabric the settings are for (efa, gpudirect-tcpxo, ...)")
     topology: NcclTopology | None = Field(None, description="content of topo_xml")
     topo_path: str | None = Field(None, description="where NCCL_TOPO_FILE points on the node")
+    topo_file: str | None = Field(
+        None, description="where the topology XML itself is installed, when topo_path is a link to it (Azure's layout)"
+    )
     job_env_multinode_only: bool = Field(False, description="job_env and the daemon apply to multi-node jobs only")
     job_env_profile: str | None = Field(None, description="vendor script the task prolog sources before job_env")
     job_env_lib_dir: str | None = Field(None, description="NCCL_LIB_DIR for job_env_profile")
@@ -362,6 +381,7 @@ class NcclProfile(PlanModel):
     )
     job_daemon: NcclJobDaemon | None = None
     slurm: NcclVendorSlurm | None = Field(None, description="Slurm settings the vendor's reference cluster uses")
+    efa: EfaStack | None = Field(None, description="EFA installer and aws-ofi-nccl (AWS EFA profiles)")
     sources: list[str] = Field(default_factory=list, description="where the settings come from")
 
 

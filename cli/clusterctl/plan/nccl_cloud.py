@@ -16,10 +16,12 @@ of the FI_* variables; the TCPXO plugin's own ``nccl-env-profile.sh`` carries it
 
 from __future__ import annotations
 
+from clusterctl.catalog import efa
 from clusterctl.catalog.cloud_services import DEFAULT_GPUDIRECT_PLUGIN, gpudirect_release
 from clusterctl.catalog.compat import at_least, version_tuple
 from clusterctl.catalog.instances import InstanceType, instance_type
 from clusterctl.plan.models import (
+    EfaStack,
     NcclJobDaemon,
     NcclProfile,
     NcclSetting,
@@ -31,14 +33,26 @@ from clusterctl.plan.models import (
 from clusterctl.spec.models import HardwareProfile, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider
 
-# Where the roles install a profile's topology XML on the node (NCCL_TOPO_FILE points here).
-TOPO_DIR = "/etc/clusterctl/nccl"
+# Where Azure's HPC image keeps the topology files (roles/nccl installs ours there, the same way).
+AZURE_TOPO_DIR = "/opt/microsoft"
 
 AWS_SOURCES = [
-    "aws-ofi-nccl doc/efa-env-var.md (EFA cheatsheet)",
-    "awsome-distributed-training 1.architectures/efa-cheatsheet.md",
+    "aws/aws-ofi-nccl:doc/efa-env-var.md@2daf7d3 (EFA cheatsheet)",
+    "aws-samples/awsome-distributed-training:1.architectures/efa-cheatsheet.md@7217859",
+    "aws-samples/awsome-distributed-training:micro-benchmarks/nccl-tests/slurm/nccl-tests-ami.sbatch@7217859",
+    "aws/aws-ofi-nccl:src/Makefile.am and src/platform-aws.cpp (per release tag)",
 ]
-AZURE_SOURCES = ["Azure/azhpc-images components/customizations/ndv5.sh and topology/ndv5-topo.xml"]
+EFA_STACK_SOURCES = [
+    "aws/aws-parallelcluster-cookbook:cookbooks/aws-parallelcluster-environment/resources/efa/partial/_common.rb@f75d84c",
+    "aws-samples/awsome-distributed-training:2.ami_and_containers/1.amazon_machine_image/roles/aws_efa/tasks/main.yml@7217859",
+    "EFA release notes (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-changelog.html)",
+    "aws/aws-ofi-nccl:contrib/debian-template/rules (per release tag)",
+]
+AZURE_SOURCES = [
+    "Azure/azhpc-images:components/customizations/ndv5.sh@8e9d055",
+    "Azure/azhpc-images:components/setup_sku_customizations.sh@8e9d055",
+    "Azure/azhpc-images:topology/ndv5-topo.xml@8e9d055",
+]
 
 
 def _s(name: str, value: str, why: str) -> NcclSetting:
@@ -48,17 +62,55 @@ def _s(name: str, value: str, why: str) -> NcclSetting:
 # --- AWS EFA ------------------------------------------------------------------------------------
 
 
+def efa_stack(provider: AwsProvider) -> EfaStack:
+    """What roles/efa installs for ``provider``'s EFA installer and aws-ofi-nccl releases."""
+    installer, plugin = provider.efa_installer, provider.aws_ofi_nccl
+    shipped = efa.installer_ships(installer)
+    return EfaStack(
+        installer=installer,
+        installer_checksum=provider.efa_installer_checksum or efa.installer_checksum(installer),
+        aws_ofi_nccl=plugin,
+        ofi_nccl_from_installer=shipped.ships if shipped.known else None,
+        ofi_nccl_checksum=provider.aws_ofi_nccl_checksum or efa.OFI_NCCL_CHECKSUMS.get(plugin),
+        ofi_nccl_libdir=efa.ofi_nccl_libdir(plugin),
+        ofi_nccl_files=list(efa.ofi_nccl_files(plugin).names),
+        sources=EFA_STACK_SOURCES,
+    )
+
+
 def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> NcclProfile:
     plugin, installer, nccl = provider.aws_ofi_nccl, provider.efa_installer, spec.versions.nccl
+    stack = efa_stack(provider)
     settings = [
         _s(
             "NCCL_SOCKET_IFNAME",
             "en",
             "bootstrap over the ENA interfaces (ens*/enp*); EFA-only devices carry no IP (EFA cheatsheet: `en` "
-            "covers p4d and p5)",
+            "covers p4d and p5; awsome-distributed-training:1.architectures/efa-cheatsheet.md@7217859)",
         )
     ]
     job: list[NcclSetting] = []
+    net_plugin = efa.ofi_nccl_net_plugin(plugin)
+    if net_plugin:
+        job.append(
+            _s(
+                "NCCL_NET_PLUGIN",
+                net_plugin,
+                f"aws-ofi-nccl {plugin} installs libnccl-net-ofi.so; `ofi` makes NCCL load exactly it, never another "
+                "libnccl-net.so found first (aws/aws-ofi-nccl:src/Makefile.am@v1.15.0)",
+            )
+        )
+    tuner = efa.ofi_nccl_tuner(plugin)
+    if tuner:
+        job.append(
+            _s(
+                "NCCL_TUNER_PLUGIN",
+                tuner,
+                f"aws-ofi-nccl {plugin} ships its tuner as a separate library that NCCL only loads when named "
+                "(awsome-distributed-training:micro-benchmarks/nccl-tests/slurm/nccl-tests-container.sbatch@7217859); "
+                "from 1.16.0 the plugin names itself",
+            )
+        )
     if not at_least(plugin, "1.6.0"):
         # aws-ofi-nccl <= 1.5.0 did not pick the EFA provider or a safe protocol by itself.
         job.append(_s("FI_PROVIDER", "efa", f"aws-ofi-nccl {plugin} <= 1.5.0 does not select libfabric's efa itself"))
@@ -86,7 +138,10 @@ def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> N
         gpu_model=itype.gpu_model or "",
         settings=settings,
         job_env=job,
+        # The AMI sbatch's LD_LIBRARY_PATH: libfabric, Open MPI, then the plugin's directory of this release.
+        job_env_ld_path=[f"{efa.EFA_PREFIX}/lib", f"{efa.OPENMPI_PREFIX}/lib", stack.ofi_nccl_libdir],
         fabric="efa",
+        efa=stack,
         sources=AWS_SOURCES,
     )
 
@@ -411,37 +466,45 @@ def topology_of(itype: InstanceType) -> NcclTopology | None:
 
 
 def _azure(name: str, itype: InstanceType) -> NcclProfile:
+    """Azure ND: the /etc/nccl.conf and topology file of Azure's HPC image, at the image's paths.
+
+    Azure/azhpc-images:components/customizations/ndv5.sh@8e9d055 writes exactly these three lines
+    and links /opt/microsoft/<family>/topo.xml to the topology file the image copies to
+    /opt/microsoft (components/setup_sku_customizations.sh@8e9d055). The same file and paths here
+    mean a node booted from Azure's image (whose sku-customizations.service rewrites them at every
+    boot) and one converged by clusterctl agree. No NCCL_IB_HCA: the topology pairs GPU and HCA by
+    PCI bus id, so NCCL needs no device names (the image sets none either).
+    """
     topology = topology_of(itype)
     settings = [
         _s(
-            "NCCL_IB_HCA",
-            "=" + ",".join(f"{dev}:1" for dev in itype.ib_devices),
-            "exact (=) InfiniBand device names"
-            + (f"; {', '.join(itype.excluded_nics)} (Ethernet) stays out" if itype.excluded_nics else ""),
-        ),
-        _s(
             "NCCL_IB_PCI_RELAXED_ORDERING",
             "1",
-            "relaxed PCI ordering is what makes GPUDirect RDMA fast in Azure VMs (Azure's /etc/nccl.conf)",
-        ),
-        _s(
-            "NCCL_IGNORE_CPU_AFFINITY",
-            "1",
-            "the VM's job CPU masks do not follow the host NUMA layout; use the GPU's affinity (Azure's setting)",
+            "relaxed PCI ordering is what makes GPUDirect RDMA fast in Azure VMs (azhpc-images ndv5.sh)",
         ),
     ]
-    topo_xml = topo_path = None
+    topo_xml = topo_path = topo_file = None
     if topology is not None:
+        # The names Azure's image uses: topology/<family>-topo.xml installed in /opt/microsoft, and
+        # NCCL_TOPO_FILE=/opt/microsoft/<family>/topo.xml, a link to it.
         topo_xml = f"{topology.name}-topo.xml"
-        topo_path = f"{TOPO_DIR}/{topo_xml}"
-        settings.insert(
-            1,
+        topo_file = f"{AZURE_TOPO_DIR}/{topo_xml}"
+        topo_path = f"{AZURE_TOPO_DIR}/{topology.name}/topo.xml"
+        settings.append(
             _s(
                 "NCCL_TOPO_FILE",
                 topo_path,
-                "the VM hides the PCI switches; this file pairs GPU i with IB NIC i as Azure's ndv5 file does",
-            ),
+                f"the VM hides the PCI switches; this file pairs GPU i with IB NIC i (azhpc-images "
+                f"topology/{topo_xml}, linked as in ndv5.sh)",
+            )
         )
+    settings.append(
+        _s(
+            "NCCL_IGNORE_CPU_AFFINITY",
+            "1",
+            "the VM's job CPU masks do not follow the host NUMA layout; use the GPU's affinity (azhpc-images ndv5.sh)",
+        )
+    )
     return NcclProfile(
         hardware=name,
         gpu_model=itype.gpu_model or "",
@@ -450,6 +513,7 @@ def _azure(name: str, itype: InstanceType) -> NcclProfile:
         fabric="infiniband",
         topology=topology,
         topo_path=topo_path,
+        topo_file=topo_file,
         sources=AZURE_SOURCES,
     )
 

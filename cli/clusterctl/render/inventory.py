@@ -128,9 +128,18 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "clusterctl_slurm_health_check": plan.slurm.health_check_program is not None,
         "clusterctl_slurm_dcgm_epilog": plan.slurm.dcgm_epilog,
         "clusterctl_storage": [
-            {"name": t.name, "kind": t.kind, "mount": t.mount, "unit": t.unit_name, "requires_lnet": t.requires_lnet}
+            {
+                "name": t.name,
+                "kind": t.kind,
+                "mount": t.mount,
+                "unit": t.unit_name,
+                "requires_lnet": t.requires_lnet,
+                "managed": t.managed,
+            }
             for t in plan.storage
         ],
+        **_efa_vars(plan),
+        **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
 
@@ -142,6 +151,34 @@ def _nccl_fabric_vars(plan: Plan) -> dict[str, Any]:
     """
     fabrics = {p.hardware: p.fabric for p in plan.nccl if p.fabric}
     return {"clusterctl_nccl_fabrics": dict(sorted(fabrics.items()))} if fabrics else {}
+
+
+def _nccl_topologies(plan: Plan) -> dict[str, Any]:
+    """roles/nccl's topology file per hardware profile: the rendered file, where it goes, and the
+    link NCCL_TOPO_FILE names when the vendor's layout has one (Azure's /opt/microsoft/<family>/topo.xml)."""
+    topologies = {
+        p.hardware: {"src": f"nccl/{p.topo_xml}", "dest": p.topo_file or p.topo_path, "link": p.topo_path if p.topo_file else ""}
+        for p in plan.nccl
+        if p.topo_xml and p.topo_path
+    }
+    return {"clusterctl_nccl_topologies": dict(sorted(topologies.items()))} if topologies else {}
+
+
+def _efa_vars(plan: Plan) -> dict[str, Any]:
+    """roles/efa's inputs on AWS EFA clusters: the releases (also in clusterctl_versions) and checksums."""
+    stack = next((p.efa for p in plan.nccl if p.efa is not None), None)
+    if stack is None:
+        return {}
+    return {
+        "clusterctl_efa": {
+            "installer_checksum": stack.installer_checksum or "",
+            "ofi_nccl_from_installer": stack.ofi_nccl_from_installer,
+            "ofi_nccl_checksum": stack.ofi_nccl_checksum or "",
+            "ofi_nccl_libdir": stack.ofi_nccl_libdir,
+            "ofi_nccl_files": list(stack.ofi_nccl_files),
+        }
+    }
+
 
 def forks(plan: Plan) -> int:
     """Ansible forks for this cluster: one per node, capped."""

@@ -82,7 +82,7 @@ class UnskippableRuleError(ValueError):
 
 def _register_all() -> None:
     """Import every rule module (each registers its rules on import)."""
-    from clusterctl.rules import burst, checks, cloud, rdma, safety  # noqa: F401
+    from clusterctl.rules import burst, checks, cloud, efa, rdma, safety  # noqa: F401
 
 
 def check_skip(skip: Iterable[str]) -> set[str]:

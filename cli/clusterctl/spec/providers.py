@@ -27,6 +27,7 @@ from clusterctl.spec.types import (
     AwsVpcId,
     AzureResourceGroup,
     AzureResourceId,
+    Checksum,
     CloudImage,
     CloudRegion,
     CloudZone,
@@ -251,13 +252,35 @@ class AwsProvider(CloudProviderBase):
     )
     aws_ofi_nccl: VersionStr = Field(
         DEFAULT_AWS_OFI_NCCL,
-        description="aws-ofi-nccl (NCCL's EFA plugin) version; keys the NCCL settings.",
-        examples=["1.16.3"],
+        description=(
+            "aws-ofi-nccl (NCCL's EFA plugin) version; keys the NCCL settings. When the EFA installer ships the "
+            "plugin it must be that release; otherwise roles/efa builds it from its release tarball."
+        ),
+        examples=["1.14.2"],
     )
     efa_installer: VersionStr = Field(
         DEFAULT_EFA_INSTALLER,
-        description="EFA installer version (libfabric, rdma-core, EFA driver).",
-        examples=["1.34.0"],
+        description=(
+            "EFA installer version (libfabric, Open MPI, rdma-core, EFA driver and, since 1.3x, aws-ofi-nccl); "
+            "installed by roles/efa on the EFA nodes."
+        ),
+        examples=["1.41.0"],
+    )
+    efa_installer_checksum: Checksum | None = Field(
+        None,
+        description=(
+            "Checksum of the EFA installer tarball. Default: the one clusterctl knows for the release "
+            "(ParallelCluster's pins); required for other releases."
+        ),
+        examples=["sha256:3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f"],
+    )
+    aws_ofi_nccl_checksum: Checksum | None = Field(
+        None,
+        description=(
+            "Checksum of the aws-ofi-nccl release tarball, for installers that do not ship the plugin "
+            "(roles/efa builds it then). Default: the one clusterctl knows for the release."
+        ),
+        examples=["sha256:3722e0790b98e65d04f143fe8484fd0a05dcec6419eeac1cdcad5e49f6c7cf8e"],
     )
 
 

@@ -1007,6 +1007,17 @@ _bmc_address = TextCheck(
 BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
 """A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
 
+# --- added for aws-azure (checksums of downloaded vendor tarballs) ---
+_checksum = TextCheck(
+    what="a checksum",
+    pattern=r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}",
+    allowed="'sha256:' and 64 lower-case hex digits (or 'sha512:' and 128), as `sha256sum FILE` prints the digest",
+    max_length=135,
+    examples=("sha256:bd68839e741b0afd3ec2e37d50603803cfa7a279c120f0a736cc57c2ff2d7fdc",),
+)
+Checksum = Annotated[str, BeforeValidator(_checksum), WithJsonSchema(_checksum.schema)]
+"""A digest of a downloaded file with its algorithm, in the form Ansible's get_url ``checksum`` takes."""
+
 # --- added for verify (GPU-NUMA map, gres.conf Cores=; the nccl-tests archive's sha256) ---
 # Linux numbers NUMA nodes below MAX_NUMNODES (1 << CONFIG_NODES_SHIFT, at most 1024).
 NumaNode = Annotated[int, Field(ge=0, le=1023, strict=True)]

@@ -41,7 +41,7 @@ def test_aws_plan() -> None:
     assert cloud.image.startswith("resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/")
     assert cloud.bastion is not None
     assert cloud.bastion.allowed_cidrs == ["203.0.113.0/24"]
-    assert cloud.plugins == {"aws_ofi_nccl": "1.16.3", "efa_installer": "1.34.0"}
+    assert cloud.plugins == {"aws_ofi_nccl": "1.14.2", "efa_installer": "1.41.0"}
     assert not cloud.group("ctl").placement
 
 

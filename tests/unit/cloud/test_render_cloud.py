@@ -157,16 +157,18 @@ def test_tcpx_task_prolog_expands_the_job_id(tmp_path: Path) -> None:
     assert 'mkdir -p "/run/tcpx-${SLURM_JOB_ID}"' in prolog
 
 
-def test_aws_has_no_job_files_with_a_current_plugin() -> None:
+def test_aws_jobs_get_the_plugin_environment_and_no_daemon() -> None:
+    """EFA jobs need the plugin's library directory (and its tuner before 1.16.0), never a per-job daemon."""
     paths = set(files_of("aws-p5.yaml"))
-    assert "nccl/p5.conf" in paths
-    assert not [p for p in paths if "prolog" in p or p.endswith(".env")]
+    assert {"nccl/p5.conf", "nccl/p5.env", "slurm/task_prolog.d/nccl-p5.sh"} <= paths
+    assert not [p for p in paths if "slurm/prolog.d" in p or "slurm/epilog.d" in p]
 
 
 def test_render_is_deterministic() -> None:
     first = [(f.path, f.text) for f in render_files(load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan)]
     second = [(f.path, f.text) for f in render_files(load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan)]
     assert first == second
+
 
 @pytest.mark.parametrize("user_value", ["LL128", "", "a b;$(touch /tmp/x)"])
 def test_task_prolog_never_overrides_the_users_variables(tmp_path: Path, user_value: str) -> None:

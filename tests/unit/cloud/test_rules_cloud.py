@@ -327,6 +327,36 @@ CASES: list[tuple[str, str, Mutation, Level, str, str]] = [
         "not in clusterctl's catalog",
         "provider.gpudirect_plugin",
     ),
+    # EFA (rules/efa.py): installer 1.43.2 ships aws-ofi-nccl 1.16.3, not the example's 1.14.2, and its
+    # checksum is not in the catalog; 1.24.1 ships no plugin, so 1.13.2 is built and needs its checksum.
+    (
+        "CLD090",
+        "aws-p5.yaml",
+        _set("provider.efa_installer", "1.43.2"),
+        Level.ERROR,
+        "installs aws-ofi-nccl 1.16.3",
+        "provider.aws_ofi_nccl",
+    ),
+    (
+        "CLD091",
+        "aws-p5.yaml",
+        _both(_set("provider.efa_installer", "1.43.2"), _set("provider.aws_ofi_nccl", "1.16.3")),
+        Level.ERROR,
+        "knows no checksum for EFA installer 1.43.2",
+        "provider.efa_installer",
+    ),
+    (
+        "CLD091",
+        "aws-p5.yaml",
+        _both(
+            _set("provider.efa_installer", "1.24.1"),
+            _set("provider.aws_ofi_nccl", "1.13.2"),
+            _set("provider.efa_installer_checksum", "sha256:" + "a" * 64),
+        ),
+        Level.ERROR,
+        "builds 1.13.2",
+        "provider.aws_ofi_nccl",
+    ),
 ]
 
 
