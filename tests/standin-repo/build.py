@@ -21,6 +21,7 @@ Layout written under OUT (see README.md beside this file):
     pyxis/                                nvslurm-plugin-pyxis .deb (what pyxis' `make deb` builds)
     nccl-tests/                           a source archive with nccl-tests' make interface
     gce-ai-infra/dists/<suite>/           Google's GPUDirect apt suites (gcp_gpudirect.py beside this file)
+    efa/                                  AWS EFA installer and aws-ofi-nccl tarballs (efa_standin.py)
     keys/clusterctl-standin.asc           the throwaway signing key (also in every repo dir)
 
 Each repository is signed (InRelease, Release.gpg) by a key generated per build, so the
@@ -49,7 +50,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-# Sibling module: Google's GPUDirect apt repositories.
+# Sibling modules: AWS EFA installer and aws-ofi-nccl tarballs; Google's GPUDirect apt repositories.
+import efa_standin
 import gcp_gpudirect
 
 STANDIN = "clusterctl test stand-in"
@@ -82,6 +84,8 @@ class Pkg:
     files: dict[str, tuple[int, bytes | str]] = field(default_factory=dict)
     conffiles: list[str] = field(default_factory=list)
     postinst: str | None = None
+    # Whose package this stands in for (the Description says so).
+    vendor: str = "NVIDIA"
 
 
 def sh(body: str) -> str:
@@ -202,7 +206,7 @@ class Builder:
         if pkg.conflicts:
             control.append("Conflicts: " + ", ".join(pkg.conflicts))
         control.append(f"Description: {pkg.summary} ({STANDIN})")
-        control.append(f" {STANDIN}: NVIDIA's package name and version, placeholder contents.")
+        control.append(f" {STANDIN}: {pkg.vendor}'s package name and version, placeholder contents.")
         control.append(" Built by clusterctl tests/standin-repo/build.py; never install outside tests.")
         (debian / "control").write_text("\n".join(control) + "\n")
         if pkg.conffiles:
@@ -777,6 +781,7 @@ def build(out: Path, distro: str, slurm_version: str) -> None:
         b.build_deb(pyxis(b, "0.20.0", slurm_version), stage / "pyxis")
         nccl_tests_archive(stage / "nccl-tests")
         gcp_gpudirect.build_gcp(b, Pkg, stage, gnupghome, key)
+        efa_standin.build_all(b, Pkg, stage)
         (stage / "keys").mkdir()
         (stage / "keys" / "clusterctl-standin.asc").write_text(key)
         (stage / "README.txt").write_text(
@@ -803,6 +808,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o755)
     sources = Path(__file__).read_bytes() + Path(gcp_gpudirect.__file__).read_bytes()
+    sources += Path(efa_standin.__file__).read_bytes()
     stamp = hashlib.sha256(sources + f"{args.distro} {args.slurm_version}".encode()).hexdigest()
     with (out / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
