@@ -26,9 +26,9 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clusterctl.render.tree import RenderedFile
@@ -370,3 +370,86 @@ class _Tree:
             if fd is not None:
                 os.fsync(fd)
         self.dirty.clear()
+
+
+# --- files a run writes next to the rendered ones ----------------------------------------------
+# `up` (the Ansible log, clusterctl's public key for the PXE installer) and `verify` (its
+# report) write into the build directory after the render. They follow the same rules as
+# `write_tree` -- plain relative paths only, links never followed, files replaced atomically,
+# a directory clusterctl did not make refused -- but stay out of the manifest: a re-render
+# neither deletes them nor refuses the directory because of them.
+
+
+def _run_tree(tree: _Tree, entry: str) -> tuple[str, ...]:
+    """Check that a run may write ``entry`` in the opened build directory; returns its parts."""
+    parts = split_entry(entry)
+    if parts is None or parts[0] == MANIFEST:
+        raise BuildDirError(f"refusing to write {entry!r} into {tree.root}: {_why_not_plain(entry)}.")
+    listed = tree.read_manifest()
+    if listed is None:
+        if tree.has_entries():
+            raise BuildDirError(
+                f"{tree.root} is not empty and has no {MANIFEST}, so clusterctl did not make it; {entry} was not "
+                "written. Use the build directory `clusterctl render` made (--out), or a new one."
+            )
+        # An empty manifest marks the directory as clusterctl's: a later render into it is accepted.
+        tree.write_manifest([])
+    elif entry in listed:
+        raise BuildDirError(
+            f"{tree.root / entry} is a rendered file; a run never overwrites one. Render into a new directory (--out)."
+        )
+    return parts
+
+
+def write_run_file(out_dir: Path, entry: str, data: bytes, mode: int = 0o644) -> Path:
+    """Write ``entry`` (a plain relative path) under ``out_dir`` atomically, outside the manifest.
+
+    Returns:
+        The path written.
+
+    Raises:
+        BuildDirError: ``entry`` is not a plain relative path or is a rendered file, a link stands
+            at it or at one of its directories, or ``out_dir`` is not a directory clusterctl made.
+    """
+    with _Tree(out_dir, create=True) as tree:
+        parts = _run_tree(tree, entry)
+        tree.write(parts, data, mode)
+        tree.sync()
+    return out_dir.joinpath(*parts)
+
+
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+@contextlib.contextmanager
+def open_run_log(out_dir: Path, entry: str, mode: int = 0o644) -> Iterator[IO[str]]:
+    """Open the log ``entry`` under ``out_dir`` for appending text, outside the manifest.
+
+    The file is opened relative to its directory's descriptor with ``O_NOFOLLOW``: a link planted
+    at it (or at a directory above it) is refused, never followed, and so is anything but a
+    regular file of the current user.
+
+    Raises:
+        BuildDirError: as ``write_run_file``.
+    """
+    with _Tree(out_dir, create=True) as tree:
+        parts = _run_tree(tree, entry)
+        parent = tree._dir(parts[:-1], create=True)
+        assert parent is not None  # created when missing
+        try:
+            fd = os.open(parts[-1], _APPEND_FLAGS, mode, dir_fd=parent)
+        except OSError as exc:
+            raise tree._not_a_file(parts, exc.errno) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            raise BuildDirError(
+                f"{out_dir.joinpath(*parts)} is not a regular file of yours; clusterctl does not append to it. "
+                "Move it away and run again."
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as handle:
+        yield handle

@@ -2,7 +2,9 @@
 
 The build dir's ``ansible/`` is the runner's private data dir (inventory, env); the roles
 and ``site.yml`` come from clusterctl's data. Events feed the bus; the full Ansible output
-goes to ``<build>/logs/ansible.log`` (tasks touching secrets are no_log).
+goes to ``<build>/logs/ansible.log`` (tasks touching secrets are no_log), appended through the
+build-dir writer; ansible-runner's artifacts go to the state directory. Host keys are always
+checked (``SSH_ENV``; the inventory carries the options of ``run.sshopts``).
 """
 
 from __future__ import annotations
@@ -22,10 +24,21 @@ from typing import Any
 
 from clusterctl.paths import data_root, roles_dir
 from clusterctl.render import ansible_yaml
+from clusterctl.render.builddir import open_run_log
 from clusterctl.run.events import EventBus
+from clusterctl.run.sshopts import STRICT_SSH_ARGS
 
 PHASE = "configure"
 REQUIRED_COLLECTIONS = ("community/docker", "community/general", "ansible/posix")
+LOG_FILE = "logs/ansible.log"
+# Host keys are always checked, whatever the operator's environment says: host key checking turned
+# off there would make Ansible put an option that disables it before the inventory's options, and
+# ssh keeps the first value it reads. The rendered env/envvars says the same (and wins when present); the inventory
+# adds known_hosts, key and bastion per host (run.sshopts).
+SSH_ENV = {
+    "ANSIBLE_HOST_KEY_CHECKING": "True",
+    "ANSIBLE_SSH_ARGS": f"{STRICT_SSH_ARGS} -o ControlMaster=auto -o ControlPersist=300s -o ServerAliveInterval=30",
+}
 
 
 class AnsibleSetupError(Exception):
@@ -101,6 +114,11 @@ def _path_with_interpreter_bin() -> str:
 _FACT_FILE = re.compile(r"(?:s\d+_)?(?P<host>.+)")
 
 
+def _artifacts(state_dir: Path) -> Path:
+    """ansible-runner's artifacts (job events, stdout) of the cluster's runs, in its state directory."""
+    return state_dir / "ansible-artifacts"
+
+
 def _fact_cache(state_dir: Path) -> Path:
     """The cluster's Ansible fact cache (jsonfile), kept across runs in its state directory."""
     return state_dir / "facts"
@@ -157,12 +175,11 @@ def run_playbook(
     import ansible_runner
 
     private = (build_dir / "ansible").resolve()
-    logs = build_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / "ansible.log"
+    log_path = build_dir / LOG_FILE
     facts = _fact_cache(state_dir)
     facts.mkdir(parents=True, exist_ok=True)
     envvars = {
+        **SSH_ENV,
         "ANSIBLE_ROLES_PATH": str(roles_dir()),
         "ANSIBLE_COLLECTIONS_PATH": collections_path(),
         "PATH": _path_with_interpreter_bin(),
@@ -175,7 +192,8 @@ def run_playbook(
     failures: list[HostFailure] = []
     started = time.monotonic()
 
-    with log_path.open("a") as log:
+    # Appended through the build-dir writer: a link planted at logs/ or ansible.log is refused, not followed.
+    with open_run_log(build_dir, LOG_FILE) as log:
         log.write(f"\n===== clusterctl configure {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
 
         def on_event(event: dict[str, Any]) -> bool:
@@ -212,6 +230,9 @@ def run_playbook(
                 quiet=True,
                 ident=ident,
                 rotate_artifacts=3,
+                # Job events hold every task's output: they go to the private state directory,
+                # not into the build directory (which holds nothing secret).
+                artifact_dir=str(_artifacts(state_dir).resolve()),
                 # ansible-runner sets ANSIBLE_CACHE_PLUGIN_CONNECTION itself (to each run's artifact
                 # directory unless told otherwise, overriding envvars): an absolute path keeps one
                 # cache per cluster.

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clusterctl.plan.models import Plan, PlanNode
+from clusterctl.render.builddir import write_run_file
 from clusterctl.verify.checks import CHECK_NAMES, Outcome
 from clusterctl.verify.result import Verdict
 from clusterctl.verify.testplan import NcclPlan
@@ -299,14 +300,20 @@ def _test_plan_dict(test_plan: NcclPlan | None) -> dict[str, Any] | None:
 def write_report(report: Report, build_dir: Path) -> tuple[Path, Path]:
     """Write ``verify/report.json`` and ``verify/report.html`` under ``build_dir``.
 
+    Both are written like every file of the build directory (atomically, never through a link,
+    only into a directory clusterctl made) but stay out of its manifest, so a re-render keeps them.
+
     Returns:
         The paths of the JSON and HTML files.
+
+    Raises:
+        BuildDirError: a link or a rendered file stands where a report goes, or ``build_dir`` is
+            not a build directory clusterctl made.
     """
-    out = build_dir / REPORT_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, html_path = out / "report.json", out / "report.html"
-    json_path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    html_path.write_text(render_html(report))
+    json_path = write_run_file(
+        build_dir, f"{REPORT_DIR}/report.json", (json.dumps(report.to_dict(), indent=2, default=str) + "\n").encode()
+    )
+    html_path = write_run_file(build_dir, f"{REPORT_DIR}/report.html", render_html(report).encode())
     return json_path, html_path
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clusterctl.plan.models import BaremetalPlan, Plan
+from clusterctl.render.builddir import BuildDirError, write_run_file
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.cloud import Confirm, default_confirm
@@ -24,16 +25,23 @@ from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, t
 from clusterctl.run.sshkeys import ensure_client_key
 
 PHASE = "provision"
-PUBLIC_KEY_PATH = Path("pxe") / "http" / "autoinstall" / "clusterctl.pub"
+PUBLIC_KEY_PATH = "pxe/http/autoinstall/clusterctl.pub"
 
 
 def publish_public_key(build_dir: Path, public_key: str, extra: list[str]) -> Path:
-    """Write the key file the autoinstall fetches (public keys only; nothing secret)."""
-    path = build_dir / PUBLIC_KEY_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([public_key, *extra]) + "\n")
-    path.chmod(0o644)
-    return path
+    """Write the key file the autoinstall fetches (public keys only; nothing secret).
+
+    Written like every file of the build directory (atomically, never through a link) but
+    outside its manifest, so a re-render keeps it.
+
+    Raises:
+        ProviderError: a link stands at the file or a directory above it, or the build
+            directory is not one clusterctl made.
+    """
+    try:
+        return write_run_file(build_dir, PUBLIC_KEY_PATH, ("\n".join([public_key, *extra]) + "\n").encode(), 0o644)
+    except BuildDirError as exc:
+        raise ProviderError(f"clusterctl's public key was not published: {exc}") from None
 
 
 def check_bmc_transport(bm: BaremetalPlan, events: EventBus) -> None:
