@@ -42,7 +42,7 @@ def _local_cluster(dead: str | None = None) -> ReplayExecutor:
 
 
 def _verify(monkeypatch: pytest.MonkeyPatch, executor: ReplayExecutor, *args: str) -> Result:
-    monkeypatch.setattr("clusterctl.commands.verify.executor_for", lambda plan: executor)
+    monkeypatch.setattr("clusterctl.commands.verify.executor_for", lambda plan, state_dir: executor)
     return CliRunner().invoke(cli, ["verify", str(LOCAL), *args], catch_exceptions=False)
 
 

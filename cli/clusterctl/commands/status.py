@@ -40,7 +40,7 @@ def power_state(raw: str, machine: str) -> str:
 def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
     """Everything ``status`` reports, as data."""
     machines = for_kind(plan.cluster.provider).status(plan, state.path)
-    remote = executor_for(plan)
+    remote = executor_for(plan, state.path)
     controller = plan.slurm.controllers[0]
     slurm: dict[str, str] = {}
     reasons: dict[str, str] = {}

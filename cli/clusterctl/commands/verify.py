@@ -8,9 +8,18 @@ import click
 from rich.markup import escape
 
 from clusterctl.app import App
-from clusterctl.commands.common import handle_internal_errors, output_option, spec_argument, validated_or_exit
+from clusterctl.commands.common import (
+    handle_internal_errors,
+    output_option,
+    spec_argument,
+    state_dir_option,
+    validated_or_exit,
+)
 from clusterctl.pipeline import default_build_dir
+from clusterctl.render.builddir import BuildDirError
 from clusterctl.run.executor import UNREACHABLE_RC, executor_for
+from clusterctl.run.providers import ProviderError
+from clusterctl.run.state import StateDir
 from clusterctl.verify.acceptance import thresholds_by_hardware
 from clusterctl.verify.checks import CHECK_NAMES, VerifyOptions, launcher_host
 from clusterctl.verify.report import summary_lines, summary_table, write_report
@@ -34,6 +43,7 @@ def _names(values: tuple[str, ...]) -> list[str]:
 @click.option("--no-drain", is_flag=True, help="Report failing nodes without draining them in Slurm.")
 @click.option("--nccl-binary", default="all_reduce_perf", show_default=True, help="nccl-tests program on the nodes.")
 @click.option("--fio-size", default="256m", show_default=True, metavar="SIZE", help="fio data per job per node.")
+@state_dir_option
 @output_option
 @click.pass_obj
 @handle_internal_errors
@@ -46,6 +56,7 @@ def verify_cmd(
     no_drain: bool,
     nccl_binary: str,
     fio_size: str,
+    state_dir: Path,
     output: str,
 ) -> None:
     """Run the acceptance checks on the cluster of SPEC and drain the nodes that fail.
@@ -69,7 +80,11 @@ def verify_cmd(
         nccl=NcclOptions(binary=nccl_binary),
         fio_size=fio_size,
     )
-    executor = executor_for(plan)
+    try:
+        # Nodes are reached as `up` recorded them: its known_hosts, key and bastion (never trust on first use).
+        executor = executor_for(plan, StateDir(state_dir, plan.cluster.name).path)
+    except ProviderError as exc:
+        app.abort(str(exc))
     launcher = launcher_host(plan)
     # One cheap command first: a cluster that is not up fails here once, not in every check.
     rc, _, err = executor.run(launcher, "true", options.command_timeout_s)
@@ -83,7 +98,10 @@ def verify_cmd(
     )
     if not no_drain:
         report = drain_failures(report, plan, executor, options, launcher=launcher)
-    json_path, html_path = write_report(report, out_dir or default_build_dir(plan))
+    try:
+        json_path, html_path = write_report(report, out_dir or default_build_dir(plan))
+    except BuildDirError as exc:
+        app.abort(f"the report was not written: {exc}")
     if app.json:
         app.print_json({**report.to_dict(), "report": {"json": str(json_path), "html": str(html_path)}})
     else:

@@ -13,10 +13,12 @@ import shlex
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Protocol
 
 from clusterctl.plan.models import Plan
 from clusterctl.render.inventory import container_name
+from clusterctl.run.sshopts import SshAccess, SshAccessError, SshEndpoint, client_key_path, load_access, ssh_command
 
 TIMEOUT_RC = 124
 NOT_FOUND_RC = 127
@@ -79,72 +81,67 @@ class DockerExecutor:
 
 
 class SshExecutor:
-    """Runs commands over SSH, as root or through ``sudo -n`` for another user."""
+    """Runs commands over SSH, as root or through ``sudo -n`` for another user.
+
+    Every command line comes from ``run.sshopts``: the host key is checked against clusterctl's
+    known_hosts (``StrictHostKeyChecking=yes``), with clusterctl's key, through the bastion when
+    there is one -- exactly the options Ansible connects with.
+    """
 
     def __init__(
         self,
-        addresses: Mapping[str, str],
-        user: str = "root",
+        targets: Mapping[str, SshEndpoint],
+        access: SshAccess,
         *,
-        port: int = 22,
-        identity_file: str | None = None,
-        jump_host: str | None = None,
         connect_timeout_s: int = 10,
-        known_hosts: str | None = None,
         ssh: str = "ssh",
     ) -> None:
         """Create the executor.
 
         Args:
-            addresses: Plan hostname -> address to connect to (the management address).
-            user: Login user; commands run through ``sudo -n`` unless it is root.
-            port: SSH port.
-            identity_file: Private key (``-i``); the agent or ssh config otherwise.
-            jump_host: ``user@host`` to go through (``-J``), for nodes behind a login node.
+            targets: Plan hostname -> where its sshd answers (address, port, login user).
+            access: known_hosts, client key and bastion of the cluster (see ``run.sshopts``).
             connect_timeout_s: ssh ``ConnectTimeout``.
-            known_hosts: A known_hosts file with the nodes' keys (from provisioning); when given,
-                host keys are checked strictly against it.
             ssh: The ssh client.
         """
-        self.addresses = dict(addresses)
-        self.user = user
-        self.port = port
-        self.identity_file = identity_file
-        self.jump_host = jump_host
+        self.targets = dict(targets)
+        self.access = access
         self.connect_timeout_s = connect_timeout_s
-        self.known_hosts = known_hosts
         self.ssh = ssh
 
     def argv(self, host: str, command: str) -> list[str]:
-        """The ssh command line for ``command`` on ``host``."""
+        """The ssh command line for ``command`` on ``host``.
+
+        Raises:
+            SshAccessError: the recorded address or user of ``host`` cannot go on a command line.
+        """
+        target = self.targets[host]
         remote = f"bash -c {shlex.quote(command)}"
-        if self.user != "root":
+        if target.user != "root":
             remote = f"sudo -n {remote}"
-        args = [
-            self.ssh,
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            f"ConnectTimeout={self.connect_timeout_s}",
-            "-p",
-            str(self.port),
-        ]
-        if self.known_hosts:
-            args += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={self.known_hosts}"]
-        else:
-            # Freshly installed nodes have unknown host keys; accept new ones, refuse changed ones.
-            args += ["-o", "StrictHostKeyChecking=accept-new"]
-        if self.identity_file:
-            args += ["-i", self.identity_file]
-        if self.jump_host:
-            args += ["-J", self.jump_host]
-        return [*args, f"{self.user}@{self.addresses[host]}", remote]
+        return ssh_command(self.access, target, remote, connect_timeout_s=self.connect_timeout_s, ssh=self.ssh)
 
     def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
         """Run ``command`` on ``host`` over SSH."""
-        if host not in self.addresses:
-            return UNREACHABLE_RC, "", f"{host} has no address in the plan"
-        return _completed(self.argv(host, command), timeout)
+        if host not in self.targets:
+            return UNREACHABLE_RC, "", f"{host} has no recorded SSH address; run `clusterctl up` first"
+        try:
+            argv = self.argv(host, command)
+        except SshAccessError as exc:
+            return UNREACHABLE_RC, "", f"{host}: {exc}"
+        return _completed(argv, timeout)
+
+
+class UnreachableExecutor:
+    """Answers every command with ``UNREACHABLE_RC`` and the reason no connection is made."""
+
+    def __init__(self, reason: str) -> None:
+        """Create the executor that explains ``reason`` for every host."""
+        self.reason = reason
+
+    def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
+        """Refuse to run ``command``: there is no checked way to reach ``host``."""
+        return UNREACHABLE_RC, "", f"{host}: {self.reason}"
 
 
 class RoutingExecutor:
@@ -162,25 +159,62 @@ class RoutingExecutor:
         return route.run(host, command, timeout)
 
 
-def executor_for(plan: Plan) -> Executor:
+def _burst_cloud_routes(plan: Plan, state_dir: Path) -> dict[str, Executor]:
+    """SSH routes of the cloud burst hosts that exist now, as ``clusterctl burst`` configured them."""
+    if not plan.burst_cloud:
+        return {}
+    from clusterctl.run.burst_cloud import STATE_SUBDIR, read_state
+
+    routes: dict[str, Executor] = {}
+    for group, cloud in plan.burst_cloud.items():
+        addresses = read_state(state_dir, group).addresses
+        if not addresses:
+            continue
+        access = SshAccess(
+            known_hosts=state_dir / STATE_SUBDIR / f"{group}.known_hosts", identity_file=client_key_path(state_dir)
+        )
+        targets = {h: SshEndpoint(address, cloud.ssh_user) for h, address in addresses.items()}
+        executor = SshExecutor(targets, access)
+        routes.update(dict.fromkeys(targets, executor))
+    return routes
+
+
+def executor_for(plan: Plan, state_dir: Path) -> Executor:
     """The executor that reaches the plan's nodes, chosen the way the inventory connects.
 
-    Local-provider nodes (and emulated burst nodes) are containers; every other node is
-    reached over SSH at its management address as the provider's ``ssh_user``.
+    Local-provider nodes (and emulated burst nodes) are containers. Every other node is reached
+    over SSH as ``clusterctl up`` recorded it in ``state_dir`` (address, user, bastion, the
+    known_hosts with its pinned key; cloud burst hosts as ``clusterctl burst`` did): never at
+    an address or with a host key taken from anywhere else. A node with no record is
+    unreachable, with the reason, until ``up`` has run.
+
+    Args:
+        plan: The cluster.
+        state_dir: The cluster's state directory (``.clusterctl/<cluster>``).
+
+    Raises:
+        SshAccessError: the access record in ``state_dir`` is a link or damaged.
     """
     provider = plan.cluster.provider
     containers = {
         n.hostname: container_name(plan, n) for n in plan.nodes if provider == "local" or (n.burst and n.emulated)
     }
-    addresses = {n.hostname: n.address for n in plan.nodes if n.hostname not in containers}
+    remote = [n.hostname for n in plan.nodes if n.hostname not in containers]
     docker = DockerExecutor(containers)
-    if not addresses:
+    if not remote:
         return docker
-    ssh = SshExecutor(addresses, user=str(plan.cluster.provider_config.get("ssh_user", "root")))
-    if not containers:
-        return ssh
-    routes: dict[str, Executor] = {h: docker for h in containers}
-    routes.update({h: ssh for h in addresses})
+    routes: dict[str, Executor] = dict.fromkeys(containers, docker)
+    recorded = load_access(state_dir)
+    if recorded is not None:
+        targets, access = recorded
+        ssh = SshExecutor(targets, access)
+        routes.update({h: ssh for h in remote if h in targets})
+    routes.update({h: e for h, e in _burst_cloud_routes(plan, state_dir).items() if h in remote})
+    missing = UnreachableExecutor(
+        "clusterctl has no pinned SSH access to this node (address and host key are recorded by "
+        f"`clusterctl up` in {state_dir}); run `clusterctl up` first"
+    )
+    routes.update({h: missing for h in remote if h not in routes})
     return RoutingExecutor(routes)
 
 

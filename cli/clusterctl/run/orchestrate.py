@@ -119,7 +119,7 @@ def up(
 
     t3 = time.monotonic()
     events.phase("readiness")
-    result.readiness = check_cluster(plan, executor_for(plan), events)
+    result.readiness = check_cluster(plan, executor_for(plan, state.path), events)
     events.phase_done("readiness", "ok" if result.readiness.ok else "failed")
     _timed(result.timings, "readiness", t3)
     state.update(status="up" if result.readiness.ok else "not-ready")

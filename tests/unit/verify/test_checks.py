@@ -20,6 +20,7 @@ from clusterctl.run.executor import (
     executor_for,
     run_many,
 )
+from clusterctl.run.sshopts import SshAccess, SshEndpoint, save_access
 from clusterctl.verify.checks import (
     CONTAINER,
     EMULATED,
@@ -313,29 +314,40 @@ def test_docker_executor(tmp_path: Path) -> None:
     assert DockerExecutor({"gpu001": "c"}, docker=str(tmp_path / "missing")).run("gpu001", "true", 5)[0] == NOT_FOUND_RC
 
 
-def test_ssh_executor_argv() -> None:
-    executor = SshExecutor({"gpu001": "10.20.0.15"}, user="ubuntu", jump_host="ubuntu@203.0.113.7")
+def test_ssh_executor_argv(tmp_path: Path) -> None:
+    bastion = SshEndpoint("203.0.113.7", "ubuntu")
+    access = SshAccess(known_hosts=tmp_path / "known_hosts", identity_file=tmp_path / "id", bastion=bastion)
+    executor = SshExecutor({"gpu001": SshEndpoint("10.20.0.15", "ubuntu")}, access)
 
     argv = executor.argv("gpu001", "scontrol show node -o")
 
     assert argv[-2:] == ["ubuntu@10.20.0.15", "sudo -n bash -c 'scontrol show node -o'"]
-    assert argv[argv.index("-J") : argv.index("-J") + 2] == ["-J", "ubuntu@203.0.113.7"]
+    proxy = next(a for a in argv if a.startswith("ProxyCommand="))
+    assert proxy.endswith("ubuntu@203.0.113.7")
     assert "BatchMode=yes" in argv
-    assert SshExecutor({"a": "10.0.0.1"}).argv("a", "true")[-1] == "bash -c true"
+    assert "StrictHostKeyChecking=yes" in argv
+    root = SshExecutor({"a": SshEndpoint("10.0.0.1", "root")}, access)
+    assert root.argv("a", "true")[-1] == "bash -c true"
 
 
 def test_executor_for_the_providers(tmp_path: Path) -> None:
-    local = executor_for(LOCAL)
-    onprem = executor_for(ONPREM)
+    local = executor_for(LOCAL, tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    access = SshAccess(known_hosts=state / "known_hosts", identity_file=state / "id")
+    save_access(state, {n.hostname: SshEndpoint(n.address, "ubuntu") for n in ONPREM.nodes}, access)
+    onprem = executor_for(ONPREM, state)
 
     assert isinstance(local, DockerExecutor)
     assert local.containers["gpu001"] == "clusterctl-local-gpu001"
-    assert isinstance(onprem, SshExecutor)
-    assert (onprem.user, onprem.addresses["gpu001"]) == ("ubuntu", ONPREM.node("gpu001").address)
+    assert isinstance(onprem, RoutingExecutor)
+    ssh = onprem.routes["gpu001"]
+    assert isinstance(ssh, SshExecutor)
+    assert ssh.targets["gpu001"] == SshEndpoint(ONPREM.node("gpu001").address, "ubuntu")
     mixed = real_gpu_plan(tmp_path)
     mixed.node("gpu064").burst = True
     mixed.node("gpu064").emulated = True
-    assert isinstance(executor_for(mixed), RoutingExecutor)
+    assert isinstance(executor_for(mixed, tmp_path), RoutingExecutor)
 
 
 def test_run_many_keeps_order() -> None:

@@ -2,34 +2,38 @@
 
 ``hosts_from_outputs`` turns the outputs every clusterctl stack exports (``nodes``: hostname ->
 private address, ``hostKeys``, ``bastion``) into :class:`ProvisionedHost` s. ``write_ssh_inventory``
-writes what Ansible and ``Remote`` need to reach them:
+writes what Ansible and the executor (readiness, status, verify) need to reach them:
 
 - ``known_hosts`` (in the state directory, written atomically): each node's key under its
   address and hostname, plus the bastion's under its public address;
 - ``<build>/ansible/inventory/provisioned.yml``: per host the address, port, user, clusterctl's
   key and ``StrictHostKeyChecking=yes`` with that known_hosts -- through the bastion when there
   is one. Ansible reads inventory files in name order, so these values override the rendered
-  ``hosts.yml`` for the same hosts.
+  ``hosts.yml`` for the same hosts;
+- ``ssh_access.json`` next to known_hosts: the same addresses, users and bastion, for the
+  executor (``run.sshopts``, which builds the options of both).
 
 Host keys are pinned, never learnt: every node and the bastion must have its key in the stack
 outputs (``hostKeys``; the cloud stacks export the keys clusterctl generated and injected, the
-bare-metal stack the one it recorded), and where clusterctl generated the key the output must
-be that key. A node without one, or with another, is an error -- there is no
-``StrictHostKeyChecking=accept-new`` fallback anywhere. Keys and addresses are checked for
-shape before they reach known_hosts, so an output cannot add a line or a marker of its own.
+bare-metal stack the one clusterctl generated and served to the installer), and where
+clusterctl generated the key the output must be that key. A node without one, or with another,
+is an error -- there is no fallback to trusting a key on first use anywhere. Keys and addresses
+are checked for shape before they reach known_hosts, so an output cannot add a line or a marker
+of its own.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from clusterctl.plan.models import Plan
 from clusterctl.render import ansible_yaml
+from clusterctl.run import sshopts
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.sshopts import SshAccess, SshEndpoint
 from clusterctl.run.state import write_atomic
 
 INVENTORY_FILE = "provisioned.yml"
@@ -178,22 +182,15 @@ def write_known_hosts(path: Path, hosts: list[ProvisionedHost]) -> Path:
     return path
 
 
+def ssh_access(known_hosts: Path, private_key: Path, bastion: ProvisionedHost | None = None) -> SshAccess:
+    """What every connection to these hosts uses: checked host keys, clusterctl's key, the bastion."""
+    jump = SshEndpoint(bastion.address, bastion.user, bastion.port) if bastion is not None else None
+    return SshAccess(known_hosts=known_hosts, identity_file=private_key, bastion=jump)
+
+
 def ssh_common_args(known_hosts: Path, private_key: Path, bastion: ProvisionedHost | None = None) -> str:
-    """The ssh options every connection uses: checked host keys, clusterctl's key, the bastion."""
-    base = [
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", f"UserKnownHostsFile={known_hosts}",
-        "-o", "IdentitiesOnly=yes",
-    ]  # fmt: skip
-    if bastion is not None:
-        # ProxyCommand, not ProxyJump: options given with -o do not reach a ProxyJump connection,
-        # and the bastion's key must be checked against the same known_hosts.
-        jump = [
-            "ssh", "-W", "%h:%p", *base,
-            "-i", str(private_key), "-p", str(bastion.port), f"{bastion.user}@{bastion.address}",
-        ]  # fmt: skip
-        base += ["-o", f"ProxyCommand={shlex.join(jump)}"]
-    return shlex.join(base)
+    """The ssh options every connection uses (built by ``run.sshopts``, the one builder of them)."""
+    return sshopts.ssh_common_args(ssh_access(known_hosts, private_key, bastion))
 
 
 def write_ssh_inventory(
@@ -220,7 +217,8 @@ def write_ssh_inventory(
             f"no SSH host key is known for {', '.join(unkeyed)}, so SSH cannot check it; run `clusterctl up` again"
         )
     write_known_hosts(known_hosts, [*hosts, *([bastion] if bastion else [])])
-    args = ssh_common_args(known_hosts.resolve(), private_key.resolve(), bastion)
+    access = ssh_access(known_hosts.resolve(), private_key.resolve(), bastion)
+    args = sshopts.ssh_common_args(access)
     planned = {n.hostname for n in plan.nodes}
     entries: dict[str, Any] = {}
     for host in hosts:
@@ -237,13 +235,15 @@ def write_ssh_inventory(
             # The roles template /etc/hosts and service addresses from this.
             "clusterctl_address": host.address,
         }
+    # status, verify and the readiness check connect the same way (known_hosts sits in the state directory).
+    sshopts.save_access(known_hosts.parent, {h.hostname: SshEndpoint(h.address, h.user, h.port) for h in hosts}, access)
     inventory_dir.mkdir(parents=True, exist_ok=True)
     path = inventory_dir / INVENTORY_FILE
     # Addresses come from the cloud's answers and names from the spec: all !unsafe, never templated.
-    path.write_text(
-        ansible_yaml.dump(
-            {"all": {"hosts": entries, **({"vars": group_vars} if group_vars else {})}},
-            f"written by clusterctl up for {plan.cluster.name}: provisioned addresses and SSH access",
-        )
+    text = ansible_yaml.dump(
+        {"all": {"hosts": entries, **({"vars": group_vars} if group_vars else {})}},
+        f"written by clusterctl up for {plan.cluster.name}: provisioned addresses and SSH access",
     )
+    # Atomically, and a link planted at the file is replaced, never written through.
+    write_atomic(path, text.encode(), 0o644)
     return path
