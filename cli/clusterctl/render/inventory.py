@@ -157,7 +157,11 @@ def _nccl_topologies(plan: Plan) -> dict[str, Any]:
     """roles/nccl's topology file per hardware profile: the rendered file, where it goes, and the
     link NCCL_TOPO_FILE names when the vendor's layout has one (Azure's /opt/microsoft/<family>/topo.xml)."""
     topologies = {
-        p.hardware: {"src": f"nccl/{p.topo_xml}", "dest": p.topo_file or p.topo_path, "link": p.topo_path if p.topo_file else ""}
+        p.hardware: {
+            "src": f"nccl/{p.topo_xml}",
+            "dest": p.topo_file or p.topo_path,
+            "link": p.topo_path if p.topo_file else "",
+        }
         for p in plan.nccl
         if p.topo_xml and p.topo_path
     }
