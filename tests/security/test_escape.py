@@ -147,10 +147,15 @@ def test_slurm_value_parses_back_or_refuses(value: str) -> None:
     assert formats.slurm_values(line) == [{"NodeName": value, "Weight": "1"}]
 
 
-@pytest.mark.parametrize("value", ["a b", "a#b", "a\\", 'a"b', "", "a\nb", "a\u00a0b"])
+@pytest.mark.parametrize("value", ["a b", "a#b", "a\\", 'a"b', "a\nb", "a\u00a0b"])
 def test_slurm_refuses_what_it_cannot_carry(value: str) -> None:
     with pytest.raises(RenderError):
         escape.slurm(value)
+
+
+def test_an_empty_slurm_value_does_not_take_the_next_key() -> None:
+    line = f"NodeName=a Feature={escape.slurm('')} Weight=1"
+    assert formats.slurm_values(line) == [{"NodeName": "a", "Feature": "", "Weight": "1"}]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -190,7 +195,7 @@ def test_mount_unit_names_match_systemd_escape(mount: str) -> None:
     ("function", "good", "bad"),
     [
         (escape.dnsmasq, ["eth0", "10.0.0.1", "3c:ec:ef:10:00:01"], ["a b", "a,b", "a#b", 'a"b', "", "a\\b"]),
-        (escape.bootarg, ["http://10.0.0.2:8080", "ubuntu-24.04.iso"], ["a b", "a;b", "$x", "a'b", "{x}", "a*"]),
+        (escape.bootarg, ["http://10.0.0.2:8080", "ubuntu-24.04.iso", ""], ["a b", "a;b", "$x", "a'b", "{x}", "a*"]),
         (escape.dns_name, ["gpu001", "atlas.internal"], ["a_b", "a b", "-a", "a..b", "a.", "x" * 64, "ｇpu"]),
         (escape.word, ["10.0.0.1", "/mnt/ckpt"], ["a b", "a#b", "", "a\u2028b"]),
         (escape.file_name, ["ctl", "a.b"], ["a/b", "..", ".", "", "x" * 256, "a\x00"]),

@@ -52,7 +52,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DNS_NAME = re.compile(rf"(?=.{{1,253}}\Z){_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 # A word GRUB and PXELINUX pass through unquoted and the kernel reads as one argument.
-_BOOTARG = re.compile(r"[A-Za-z0-9._:/=@%+,~-]+")
+_BOOTARG = re.compile(r"[A-Za-z0-9._:/=@%+,~-]*")
 # NCCL reads at most 1023 bytes of a value (src/misc/param.cc setEnvFile, envValue[1024]).
 NCCL_VALUE_MAX = 1023
 # systemd's UNIT_NAME_MAX is 256 including the NUL.
@@ -175,12 +175,13 @@ def slurm(value: Any) -> Escaped:
     Slurm's parser (src/common/parse_config.c) splits ``Key=Value`` pairs on whitespace, ends the
     line at an unescaped ``#``, joins a line ending in ``\\`` with the next, strips ``\\`` escapes
     and reads ``"..."`` as a quoted value. So a value must be one non-empty run of printable
-    characters without whitespace, ``#``, ``\\`` or ``"``.
+    characters without whitespace, ``#``, ``\\`` or ``"``. An empty value is written ``""``:
+    unquoted, Slurm would take the next ``Key=Value`` as its value.
     """
     fmt = "Slurm configuration"
     text = _no_control(_text(value, fmt), fmt)
     if not text:
-        raise RenderError(fmt, text, "Slurm reads an empty value as a missing one")
+        return Escaped('""')
     for char in text:
         if char.isspace() or not char.isprintable():
             raise RenderError(fmt, text, f"Slurm ends a value at whitespace ({char!r})")
