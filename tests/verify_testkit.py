@@ -75,6 +75,21 @@ def ibstat(hcas: list[str], *, down: tuple[str, ...] = (), rate: str = "400") ->
     return "".join(blocks)
 
 
+def rails_conf(hcas: list[str], devices: list[str] | None = None, *, link_layer: str = "InfiniBand") -> str:
+    """``/etc/clusterctl/rdma-rails.conf`` as roles/rdma/templates/rdma-rails.conf.j2 writes it.
+
+    ``hcas`` are the rails as the spec names them, ``devices`` the node's RDMA device of each
+    (the spec's names when None; ``-`` for a rail the lookup did not find).
+    """
+    lines = ["#", "# rail INDEX HCA IBDEV NETDEV LINK_LAYER NUMA_NODE"]
+    for index, (hca, dev) in enumerate(zip(hcas, devices or hcas, strict=True)):
+        if dev == "-":
+            lines.append(f"rail {index} {hca} - - - -")
+        else:
+            lines.append(f"rail {index} {hca} {dev} ib{index} {link_layer} {index * 2 // max(len(hcas), 1)}")
+    return "\n".join(lines) + "\n"
+
+
 def chronyc(offset_s: float = 0.000012, *, leap: str = "Normal", reference: str = "C0A80001 (192.168.0.1)") -> str:
     """``chronyc -n tracking`` (chrony ``client.c`` ``process_cmd_tracking``)."""
     direction = "fast" if offset_s >= 0 else "slow"

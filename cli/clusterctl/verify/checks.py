@@ -28,6 +28,7 @@ from clusterctl.verify.parsers.ibstat import parse_ibstat
 from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from clusterctl.verify.parsers.rdma_rails import parse_node_rails
 from clusterctl.verify.parsers.scontrol import (
     NODES_COMMAND,
     PARTITIONS_COMMAND,
@@ -35,6 +36,7 @@ from clusterctl.verify.parsers.scontrol import (
     parse_scontrol_nodes,
     parse_scontrol_partitions,
 )
+from clusterctl.verify.rails import RAILS_COMMAND, RAILS_PATH, RailDevices, rail_devices
 from clusterctl.verify.result import CheckResult, ParseError, Verdict
 from clusterctl.verify.testplan import (
     NcclOptions,
@@ -130,6 +132,8 @@ class VerifyContext:
         launcher: The node that runs ``srun`` and ``scontrol`` (login node, else controller).
         failed_nodes: Nodes an earlier check blamed; later NCCL runs leave them out.
         progress: Called with a line of text as work starts (the CLI shows it).
+        node_rails: Each node's answer to the rails command (rc, stdout, stderr), read once
+            for all the rail checks (`RailCheck`).
     """
 
     plan: Plan
@@ -139,6 +143,7 @@ class VerifyContext:
     launcher: str = ""
     failed_nodes: set[str] = field(default_factory=set)
     progress: Callable[[str], None] = field(default=lambda _line: None)
+    node_rails: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.launcher:
@@ -267,6 +272,9 @@ class NodeCheck(Check):
         """Seconds the command may run."""
         return ctx.options.command_timeout_s
 
+    def prepare(self, ctx: VerifyContext, nodes: list[PlanNode]) -> None:
+        """Read what the judgement needs besides the command's output (nothing by default)."""
+
     def interpret(self, ctx: VerifyContext, node: PlanNode, rc: int, out: str, err: str) -> CheckResult:
         """Turn one command's return code and output into a verdict."""
         host = node.hostname
@@ -293,6 +301,7 @@ class NodeCheck(Check):
                 todo.append(node)
         if todo:
             ctx.progress(f"{self.title}: {compress(n.hostname for n in todo)}")
+            self.prepare(ctx, todo)
         jobs = [(n.hostname, self.command(ctx, n), self.timeout(ctx)) for n in todo]
         for node, (rc, out, err) in zip(todo, run_many(ctx.executor, jobs, ctx.options.max_parallel), strict=True):
             result = self.interpret(ctx, node, rc, out, err)
@@ -327,7 +336,59 @@ class GpuInventoryCheck(NodeCheck):
         )
 
 
-class TopoCheck(NodeCheck):
+class RailCheck(NodeCheck):
+    """A node check about the rails, judged by the node's own RDMA device names.
+
+    Why: the spec names a rail by PCI address or device name, the tools by the node's device
+    name, which depends on the image (`clusterctl.verify.rails`). Before the check's command
+    runs, each node's rails file is read once (shared by every rail check of the run).
+    """
+
+    def prepare(self, ctx: VerifyContext, nodes: list[PlanNode]) -> None:
+        """Read the rails file of the nodes whose answer is not in ``ctx.node_rails`` yet."""
+        todo = [n for n in nodes if n.hostname not in ctx.node_rails]
+        jobs = [(n.hostname, RAILS_COMMAND, ctx.options.command_timeout_s) for n in todo]
+        for node, answer in zip(todo, run_many(ctx.executor, jobs, ctx.options.max_parallel), strict=True):
+            ctx.node_rails[node.hostname] = answer
+
+    def rail_devices(self, ctx: VerifyContext, node: PlanNode) -> RailDevices | CheckResult:
+        """The node's device of each rail, or the failed result saying why they are unknown."""
+        host = node.hostname
+        rc, out, err = ctx.node_rails.get(host, (UNREACHABLE_RC, "", "the rails file was not read"))
+        problem = transport_problem(self.result_name, host, "cat", rc, err)
+        if problem is not None:
+            return problem
+        if rc != 0:
+            why = _last_line(err) or _last_line(out) or "no message"
+            return _failed(
+                self.result_name,
+                host,
+                f"The rails file on {host} could not be read (exit {rc}): {why}",
+                f"Check {RAILS_PATH} on {host} (the rdma role writes it at converge).",
+                rc=rc,
+            )
+        try:
+            rails = parse_node_rails(out)
+        except ParseError as exc:
+            return parse_failure(self.result_name, host, RAILS_PATH, exc, rc, err)
+        devices = rail_devices(host, list(node.rails), rails)
+        if devices.problem:
+            return _failed(self.result_name, host, devices.problem, devices.hint, rails_file=devices.path)
+        return devices
+
+    def by_device(self, node: PlanNode, devices: RailDevices, result: CheckResult) -> CheckResult:
+        """``result`` with the rail-to-device map in its figures, and in its hint when it failed."""
+        if not devices.renamed:
+            return result
+        figures = {**result.figures, "rail_devices": ",".join(devices.devices)}
+        hint = result.hint
+        if result.verdict is Verdict.FAIL:
+            where = f"The rails on {node.hostname} ({devices.path}): {devices.mapping(list(node.rails))}."
+            hint = f"{hint} {where}" if hint else where
+        return replace(result, figures=figures, hint=hint)
+
+
+class TopoCheck(RailCheck):
     """GPU-NIC locality from ``nvidia-smi topo -m``: each GPU's rail NIC at PIX or PXB."""
 
     name = "topo"
@@ -347,11 +408,15 @@ class TopoCheck(NodeCheck):
         return "nvidia-smi topo -m"
 
     def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> CheckResult:
-        """Each GPU reaches its rail NIC at PIX or PXB."""
-        return judge_topo(parse_nvidia_smi_topo(output), list(node.rails), target=node.hostname)
+        """Each GPU reaches its rail NIC (the node's device for the rail) at PIX or PXB."""
+        devices = self.rail_devices(ctx, node)
+        if isinstance(devices, CheckResult):
+            return devices
+        result = judge_topo(parse_nvidia_smi_topo(output), list(devices.devices), target=node.hostname)
+        return self.by_device(node, devices, result)
 
 
-class IbCheck(NodeCheck):
+class IbCheck(RailCheck):
     """InfiniBand ports from ``ibstat``: Active, LinkUp, at the fabric's speed."""
 
     name = "ib"
@@ -374,11 +439,15 @@ class IbCheck(NodeCheck):
 
     def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> CheckResult:
         """Every rail HCA's ports Active/LinkUp at ``fabric.speed_gbps`` (or the spec's mark)."""
+        devices = self.rail_devices(ctx, node)
+        if isinstance(devices, CheckResult):
+            return devices
         thresholds = ctx.thresholds_for(node)
         rate: float | None = ctx.plan.fabric.speed_gbps
         if thresholds is not None and thresholds.ib_rate_gbps is not None:
             rate = thresholds.ib_rate_gbps
-        return judge_ibstat(parse_ibstat(output), rate, list(node.rails), target=node.hostname)
+        result = judge_ibstat(parse_ibstat(output), rate, list(devices.devices), target=node.hostname)
+        return self.by_device(node, devices, result)
 
 
 class DcgmCheck(NodeCheck):

@@ -21,6 +21,7 @@ from tests.verify_testkit import (
     gpu_query,
     ibstat,
     nccl_debug_run,
+    rails_conf,
     real_gpu_plan,
     scontrol_node,
     scontrol_partition,
@@ -31,6 +32,7 @@ from clusterctl.plan import Plan
 from clusterctl.verify.acceptance import thresholds_by_hardware
 from clusterctl.verify.checks import VerifyOptions
 from clusterctl.verify.drain import drain_command
+from clusterctl.verify.rails import RAILS_COMMAND
 from clusterctl.verify.report import Report, render_html, write_report
 from clusterctl.verify.result import Verdict
 from clusterctl.verify.runner import drain_failures, run_verify, select_checks
@@ -76,6 +78,8 @@ class Cluster:
             return 0, self.topo, ""
         if command == "ibstat":
             return 0, ibstat(RAILS), ""
+        if command == RAILS_COMMAND:
+            return 0, rails_conf(RAILS), ""
         if command.startswith("dcgmi diag"):
             return (226, self.dcgm_fail, "") if host == "gpu010" else (0, self.dcgm_pass, "")
         if command.startswith("findmnt"):
