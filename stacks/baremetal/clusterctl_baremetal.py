@@ -1,9 +1,13 @@
 """The bare-metal cluster as a Pulumi component, built only from ``plan.baremetal``.
 
 One :class:`~clusterctl.run.redfish_provider.RedfishNode` per machine of machines.csv: a
-one-time PXE boot through its BMC, power on, and a wait until the installed node answers on
-its ready port. What the PXE boot serves (dnsmasq, GRUB, autoinstall) is rendered into the
-build directory's ``pxe/``; the PXE server must serve it before ``up`` runs this program.
+one-time PXE boot through its BMC, power on, a wait until the installed node answers on its
+ready port, and a check that it presents the SSH host key clusterctl generated for it. What the
+PXE boot serves (dnsmasq, GRUB, autoinstall) is rendered into the build directory's ``pxe/``;
+the PXE server must serve it before ``up`` runs this program. The host keys themselves are
+served by ``clusterctl up`` while this program runs (run/hostkey_server.py); only their
+public halves reach the program (``hostKeys`` config), and the ``hostKeys`` output is exactly
+those, so known_hosts is written from keys clusterctl made, never from keys read off the network.
 
 Credentials for the BMCs: ``CLUSTERCTL_BMC_USERNAME``/``CLUSTERCTL_BMC_PASSWORD`` in the
 environment of ``clusterctl up``, or the Pulumi secrets ``clusterctl:bmcUsername`` and
@@ -12,7 +16,7 @@ environment of ``clusterctl up``, or the Pulumi secrets ``clusterctl:bmcUsername
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 from clusterctl_stack import OUT_HOST_KEYS, OUT_NODES, OUT_SSH_USER, StackInputs
@@ -29,6 +33,8 @@ class BaremetalClusterArgs:
     bmc_username: pulumi.Input[str] | None = None
     bmc_password: pulumi.Input[str] | None = None
     poll_s: float = 10.0
+    # hostname -> public host key line clusterctl generated (its installer fetches the pair from `up`).
+    host_keys: dict[str, str] = field(default_factory=dict)
 
 
 class BaremetalCluster(pulumi.ComponentResource):
@@ -58,6 +64,7 @@ class BaremetalCluster(pulumi.ComponentResource):
                     ca_bundle=bm.bmc.ca_bundle,
                     insecure_http=bm.bmc.insecure_http,
                     boot_mode=bm.boot_mode,
+                    host_key=args.host_keys.get(machine.hostname),
                     poll_s=args.poll_s,
                     bmc_username=args.bmc_username,
                     bmc_password=args.bmc_password,
@@ -76,7 +83,13 @@ def deploy(inputs: StackInputs) -> BaremetalCluster:
     plan = inputs.plan
     cluster = BaremetalCluster(
         plan.cluster.name,
-        BaremetalClusterArgs(plan=plan, bmc_username=inputs.bmc_username, bmc_password=inputs.bmc_password),
+        BaremetalClusterArgs(
+            plan=plan,
+            bmc_username=inputs.bmc_username,
+            bmc_password=inputs.bmc_password,
+            # Public halves only: the private keys never reach the stack's config or state.
+            host_keys={name: key.public for name, key in inputs.host_keys.items()},
+        ),
     )
     assert plan.baremetal is not None
     pulumi.export(OUT_NODES, cluster.nodes)

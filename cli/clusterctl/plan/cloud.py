@@ -380,6 +380,7 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()
         pxe_interface=provider.pxe_interface,
         http_port=provider.http_port,
         http_url=f"http://{pxe}:{provider.http_port}",
+        host_key_port=provider.host_key_port,
         installer_iso=provider.installer_iso or DEFAULT_INSTALLER_ISO.get(spec.os, ""),
         boot_mode=provider.boot_mode,
         bmc=_bmc_plan(provider, base_dir),

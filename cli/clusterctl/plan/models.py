@@ -587,6 +587,7 @@ class BaremetalPlan(PlanModel):
     pxe_interface: str
     http_port: int
     http_url: str
+    host_key_port: int = Field(8081, description="where `clusterctl up` serves each machine its host key (pxe_server)")
     installer_iso: str
     boot_mode: Literal["UEFI", "Legacy"]
     bmc: BmcPlan = Field(default_factory=BmcPlan)
@@ -599,6 +600,11 @@ class BaremetalPlan(PlanModel):
     gateway: str
     dns: list[str]
     domain: str
+
+    @property
+    def host_key_url(self) -> str:
+        """Base URL of the host key server ``clusterctl up`` runs during the installs."""
+        return f"http://{self.pxe_server}:{self.host_key_port}"
 
 
 class Plan(PlanModel):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -598,10 +599,10 @@ def wait_for_port(
 
 
 def scan_host_key(address: str, port: int = 22, key_type: str = "ed25519", timeout: int = 10) -> str:
-    """The node's SSH host key as ``"<type> <base64>"`` (ssh-keyscan), right after it answered.
+    """The SSH host key the node presents, as ``"<type> <base64>"`` (ssh-keyscan).
 
-    Why here: bare-metal nodes generate their keys at install; reading them on the provisioning
-    network the moment the node first answers is the earliest point they are known.
+    Only :func:`check_host_key` uses it, to compare with the pinned key: a key read from the
+    network is never trusted or recorded (that would be trust on first use).
     """
     keyscan = shutil.which("ssh-keyscan")
     if keyscan is None:
@@ -618,3 +619,39 @@ def scan_host_key(address: str, port: int = 22, key_type: str = "ed25519", timeo
             _host, kind, key = line.split(None, 2)
             return f"{kind} {key.strip()}"
     raise NodeNotReadyError(f"{address}:{port} answered but returned no {key_type} host key")
+
+
+def _fingerprint(key_b64: str) -> str:
+    """OpenSSH's SHA256 fingerprint of a base64 public key blob (as ``ssh-keygen -l`` prints it)."""
+    try:
+        blob = base64.b64decode(key_b64, validate=True)
+    except ValueError:
+        return "(not base64)"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def check_host_key(address: str, port: int, expected: str, timeout: int = 10) -> str:
+    """Check that the node at ``address`` presents ``expected`` (its pinned key); return the fingerprint.
+
+    Compared, never learnt: the key clusterctl generated (and served to the installer) is the
+    only one known_hosts will hold; this only tells, right after the install, whether the
+    machine that answers has it -- a node whose late-command failed, or another machine at its
+    address, is reported here rather than as a refused connection later.
+
+    Raises:
+        NodeNotReadyError: the node presents another key (both fingerprints are named), or none.
+        RedfishError: ``expected`` is not a public key line, or ssh-keyscan is missing.
+    """
+    fields = expected.split()
+    if len(fields) < 2:
+        raise RedfishError("the pinned host key is not an OpenSSH public key line; run `clusterctl up` again")
+    kind, want = fields[0], fields[1]
+    presented = scan_host_key(address, port, kind.removeprefix("ssh-"), timeout)
+    got = presented.split()[1] if len(presented.split()) > 1 else ""
+    if got != want:
+        raise NodeNotReadyError(
+            f"{address}:{port} presents the SSH host key {_fingerprint(got)}, not the pinned {_fingerprint(want)} "
+            "clusterctl generated for it. Either the install did not fetch its key (see the node's console and "
+            "/var/log/installer), or another machine answers at this address; nothing was trusted"
+        )
+    return _fingerprint(want)

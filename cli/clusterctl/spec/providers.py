@@ -117,6 +117,14 @@ class BaremetalProvider(StrictModel):
     http_port: PositiveInt = Field(
         8080, description="Port of the HTTP server that serves the autoinstall files and the installer ISO."
     )
+    host_key_port: PositiveInt = Field(
+        8081,
+        description=(
+            "Port on pxe_server where `clusterctl up` (run on the PXE server) serves each machine its SSH host key, "
+            "once, to the machine's planned address and MAC, while it installs; the key never enters the build "
+            "directory. Must differ from http_port."
+        ),
+    )
     installer_iso: FileName | None = Field(
         None,
         description="Ubuntu live-server ISO file name served over HTTP (default: the spec OS's current point release).",
@@ -172,6 +180,16 @@ class BaremetalProvider(StrictModel):
                 "`bmc.verify_tls`"
             )
         return {**data, "bmc": {**bmc, "verify_tls": data["bmc_verify_tls"]}}
+
+    @model_validator(mode="after")
+    def _host_key_port_is_its_own(self) -> BaremetalProvider:
+        """The host key server and the PXE server's HTTP server cannot share a port."""
+        if self.host_key_port == self.http_port:
+            raise ValueError(
+                f"host_key_port and http_port are both {self.http_port}; clusterctl serves the host keys itself "
+                "next to the PXE server's HTTP server, so give host_key_port another port (default 8081)"
+            )
+        return self
 
 
 class CloudProviderBase(StrictModel):

@@ -3,6 +3,8 @@ preview to inventory, confirmation, and a missing Pulumi CLI."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,6 +14,7 @@ from clusterctl.pipeline import load_and_validate, render
 from clusterctl.render import ansible_yaml
 from clusterctl.run import pulumi as pulumi_adapter
 from clusterctl.run.events import Event, EventBus
+from clusterctl.run.hostkey_server import ServeLog
 from clusterctl.run.providers import baremetal as baremetal_module
 from clusterctl.run.providers import cloud as cloud_module
 from clusterctl.run.providers import for_kind
@@ -40,7 +43,8 @@ class FakeStack:
         self.calls.append("up")
         outputs: dict[str, Any] = {"nodes": {n.hostname: n.address for n in self.plan.nodes}, "sshUser": "ubuntu"}
         if self.plan.cluster.provider == "baremetal":
-            outputs["hostKeys"] = {n.hostname: f"ssh-ed25519 AAAAscanned{n.index}" for n in self.plan.nodes}
+            # stacks/baremetal exports the public keys clusterctl generated (and served to the installers).
+            outputs["hostKeys"] = {name: pair.public for name, pair in self.host_keys.items()}
         else:
             outputs["bastion"] = {"address": "198.51.100.9", "user": "ubuntu", "name": "bastion"}
             # The cloud stacks export the host keys clusterctl generated and injected.
@@ -122,16 +126,23 @@ def test_no_terminal_no_silent_apply(fake_stack, tmp_path: Path, monkeypatch: py
         )
 
 
-def test_baremetal_provision_publishes_key_and_uses_scanned_host_keys(fake_stack, tmp_path: Path) -> None:
+def test_baremetal_provision_publishes_key_and_pins_generated_host_keys(fake_stack, tmp_path: Path) -> None:
     validated = load_and_validate(EXAMPLES / "onprem-h100-256.yaml")
     build, _ = render(validated, tmp_path / "build")
     state = tmp_path / "state"
-    hosts = baremetal_module.BaremetalProvider().provision(validated.plan, build, state, yes=True, events=EventBus())
+
+    @contextlib.contextmanager
+    def serve(bind: tuple[str, int], grants: list, **_: Any) -> Iterator[ServeLog]:
+        yield ServeLog(port=bind[1])  # the installers' side is tested in tests/unit/run/test_baremetal_host_keys.py
+
+    provider = baremetal_module.BaremetalProvider(serve_host_keys=serve)
+    hosts = provider.provision(validated.plan, build, state, yes=True, events=EventBus())
     assert len(hosts) == 35
     published = (build / "pxe" / "http" / "autoinstall" / "clusterctl.pub").read_text()
     assert published.startswith("ssh-ed25519 ")
     assert "PRIVATE" not in published
-    assert "ssh-ed25519 AAAAscanned4" in (state / "known_hosts").read_text()
+    (stack,) = fake_stack.instances
+    assert stack.host_keys["gpu004"].public in (state / "known_hosts").read_text()
 
 
 def test_destroy_confirms(fake_stack, tmp_path: Path) -> None:
