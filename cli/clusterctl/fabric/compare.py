@@ -6,6 +6,12 @@ leaf is matched to the real switch that carries most of its HCAs (one switch per
 planned leaf), and every HCA on another switch is a finding. Uplinks are counted per
 matched leaf, link rates are compared with ``fabric.speed_gbps``.
 
+A rail the spec names by PCI address, or a description that names no device
+(``gpu001 HCA-1``) or another device than the spec (rdma-core's ``ibp24s0`` for
+``mlx5_0``), is matched through the host's rail map (`clusterctl.fabric.host_hcas`: the
+node's rails file and its devices' GUIDs) where one is given; what still matches no rail
+is reported as unmapped, not as miscabled.
+
 Codes:
     FAB-C001 error: miscabled rail: a rail HCA is not on the leaf of that rail of its
         scalable unit (rail-optimized).
@@ -16,18 +22,22 @@ Codes:
     FAB-C006 warning: extra uplinks: a leaf has more spine uplinks than designed.
     FAB-C007 error: degraded link: width or speed below ``fabric.speed_gbps``.
     FAB-C008 error: down port: a planned port that is not passing traffic.
+    FAB-C009 error: unmapped HCA: a planned host's HCA that cannot be matched to one of its
+        rails (rails by PCI address, or an ``HCA-<n>`` description, and no rail map), so
+        the host's cabling is not checked.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clusterctl.fabric.discovered_topology import switch_names
 from clusterctl.fabric.expected import ExpectedFabric, ExpectedHca
+from clusterctl.fabric.host_hcas import HostHcas, names_a_device
 from clusterctl.fabric.model import Fabric, Link, degraded_links, split_description
 
 Level = Literal["error", "warning"]
@@ -41,6 +51,7 @@ MISSING_UPLINKS = "FAB-C005"
 EXTRA_UPLINKS = "FAB-C006"
 DEGRADED_LINK = "FAB-C007"
 DOWN_PORT = "FAB-C008"
+UNMAPPED_HCA = "FAB-C009"
 
 CODES: dict[str, tuple[str, Level]] = {
     MISCABLED_RAIL: ("miscabled-rail", "error"),
@@ -51,6 +62,7 @@ CODES: dict[str, tuple[str, Level]] = {
     EXTRA_UPLINKS: ("extra-uplinks", "warning"),
     DEGRADED_LINK: ("degraded-link", "error"),
     DOWN_PORT: ("down-port", "error"),
+    UNMAPPED_HCA: ("unmapped-hca", "error"),
 }
 # Logical port states that pass traffic; iblinkinfo prints "Active" (and the SM's "LinkUp" physically).
 _ACTIVE_STATES = frozenset({"active"})
@@ -192,6 +204,7 @@ class CablingReport:
         hcas_expected: Planned host HCAs.
         hcas_found: Planned host HCAs cabled to a switch.
         leaves_expected: Planned leaves.
+        hcas_unmapped: Host HCAs of planned hosts that could not be matched to a rail.
     """
 
     findings: tuple[CablingFinding, ...]
@@ -202,6 +215,7 @@ class CablingReport:
     hcas_expected: int = 0
     hcas_found: int = 0
     leaves_expected: int = 0
+    hcas_unmapped: int = 0
 
     def errors(self) -> list[CablingFinding]:
         """The error-level findings."""
@@ -226,6 +240,7 @@ class CablingReport:
             "hcas_found": self.hcas_found,
             "leaves_expected": self.leaves_expected,
             "leaves_found": len(self.leaves),
+            "hcas_unmapped": self.hcas_unmapped,
         }
 
 
@@ -300,7 +315,13 @@ class _HostResolver:
 # --- the comparison ----------------------------------------------------------------------
 
 
-def compare_fabric(fabric: Fabric, expected: ExpectedFabric, *, host_pattern: HostPattern = None) -> CablingReport:
+def compare_fabric(
+    fabric: Fabric,
+    expected: ExpectedFabric,
+    *,
+    host_pattern: HostPattern = None,
+    host_hcas: Mapping[str, HostHcas] | None = None,
+) -> CablingReport:
     """Compare a discovered fabric with the planned cabling.
 
     Args:
@@ -308,6 +329,9 @@ def compare_fabric(fabric: Fabric, expected: ExpectedFabric, *, host_pattern: Ho
         expected: The plan's cabling (`clusterctl.fabric.expected.expected_fabric`).
         host_pattern: How to read ``(host, hca)`` from CA node descriptions; see
             `clusterctl.fabric.model.split_description`. Default ``<host> <hca>``.
+        host_hcas: Per planned host, how its HCAs map to its rails (device names and
+            GUIDs from its rails file); needed where the spec names rails by PCI address
+            or descriptions do not name the spec's devices.
 
     Returns:
         The findings and a per-leaf report. The fabric matches when there are no
@@ -317,10 +341,16 @@ def compare_fabric(fabric: Fabric, expected: ExpectedFabric, *, host_pattern: Ho
     GUIDs or set switch names: a rail is right when its HCAs share one switch that
     carries no other rail, whatever that switch is called.
     """
-    return _Comparison(fabric, expected, host_pattern).run()
+    return _Comparison(fabric, expected, host_pattern, host_hcas or {}).run()
 
 
-def leaf_groups(fabric: Fabric, expected: ExpectedFabric, *, host_pattern: HostPattern = None) -> dict[str, set[str]]:
+def leaf_groups(
+    fabric: Fabric,
+    expected: ExpectedFabric,
+    *,
+    host_pattern: HostPattern = None,
+    host_hcas: Mapping[str, HostHcas] | None = None,
+) -> dict[str, set[str]]:
     """Group discovered leaves as the plan groups its leaves for scheduling.
 
     Each discovered leaf goes to the plan's ``topology.conf`` line (``su1`` for a
@@ -332,12 +362,12 @@ def leaf_groups(fabric: Fabric, expected: ExpectedFabric, *, host_pattern: HostP
         ``{line name: {leaf switch GUID, ...}}``, for `derive_topology`'s ``group_leaves``.
     """
     resolve = _HostResolver(expected.hosts)
-    planned = _planned_lookup(expected)
+    matcher = _Matcher(expected, host_hcas or {})
     leaf_of = {leaf.name: leaf for leaf in expected.leaves}
     votes: dict[str, Counter[str]] = defaultdict(Counter)
     for att in _index_hosts(fabric, host_pattern).attached:
         host = resolve(att.host)
-        want = _planned_hca(planned, host, att.hca) if host else None
+        want = matcher.want(host, att.hca, _ca_guids(fabric, att.ca_guid, att.ca_port)) if host else None
         if want is not None:
             line = leaf_of[want.leaf].topology_switch or want.group
             votes[att.switch_guid][line] += 1
@@ -354,22 +384,71 @@ def _planned_lookup(expected: ExpectedFabric) -> dict[tuple[str, str | None], Ex
     return {(h.host, h.hca): h for h in expected.hcas}
 
 
-def _planned_hca(planned: dict[tuple[str, str | None], ExpectedHca], host: str, hca: str) -> ExpectedHca | None:
-    """The planned HCA ``hca`` of ``host``, or the host's placeholder when it declares no rails."""
-    return planned.get((host, hca)) or planned.get((host, None))
+def _ca_guids(fabric: Fabric, ca_guid: str, port: int) -> tuple[str | None, ...]:
+    """The GUIDs a host CA port is known by: the CA's (node GUID, or port GUID for -p input) and its port's."""
+    node = fabric.nodes.get(ca_guid)
+    found = node.port(port) if node is not None else None
+    return (ca_guid, found.guid if found is not None else None)
+
+
+class _Matcher:
+    """Which planned HCA a discovered one is: by the plan's name, by the host's rail map, or the placeholder."""
+
+    def __init__(self, expected: ExpectedFabric, host_hcas: Mapping[str, HostHcas]) -> None:
+        self.expected = expected
+        self.planned = _planned_lookup(expected)
+        self.host_hcas = host_hcas
+
+    def planned_name(self, host: str, hca: str, guids: tuple[str | None, ...]) -> str | None:
+        """The plan's name of the rail ``hca`` of ``host`` is (itself when the plan uses it); None if none."""
+        if (host, hca) in self.planned:
+            return hca
+        hcas = self.host_hcas.get(host)
+        return hcas.rail_of(hca, guids) if hcas is not None else None
+
+    def want(self, host: str, hca: str, guids: tuple[str | None, ...]) -> ExpectedHca | None:
+        """The planned HCA, or the host's placeholder when it declares no rails."""
+        name = self.planned_name(host, hca, guids)
+        found = self.planned.get((host, name)) if name is not None else None
+        return found or self.planned.get((host, None))
+
+    def unmapped(self, host: str, hca: str) -> str | None:
+        """Why an HCA of a planned host that matched no rail might still be one; None when it is no rail.
+
+        It is no rail when the host's own map does not list it, or when the spec and the
+        description both use device names (a storage HCA, say). Otherwise the names cannot
+        be compared: the spec names rails by PCI address, or the description names no device.
+        """
+        wanted = [w.hca for w in self.expected.hcas_of.get(host, ()) if w.hca]
+        hcas = self.host_hcas.get(host)
+        if not wanted or (hcas is not None and not hcas.problem):
+            return None
+        by_pci = any(":" in name for name in wanted)
+        if not by_pci and names_a_device(hca):
+            return None
+        reasons = [hcas.problem] if hcas is not None else []
+        if by_pci:
+            reasons.append("the spec names its rails by PCI address, which node descriptions do not carry")
+        if not names_a_device(hca):
+            reasons.append("its node descriptions name no RDMA device (OFED's '<host> HCA-<n>', or the host alone)")
+        return "; ".join(reasons)
 
 
 class _Comparison:
     """One run of the comparison: indexes built once, findings collected in order."""
 
-    def __init__(self, fabric: Fabric, expected: ExpectedFabric, host_pattern: HostPattern) -> None:
+    def __init__(
+        self, fabric: Fabric, expected: ExpectedFabric, host_pattern: HostPattern, host_hcas: Mapping[str, HostHcas]
+    ) -> None:
         self.fabric = fabric
         self.expected = expected
         self.names = switch_names(fabric)
         self.hosts = _index_hosts(fabric, host_pattern)
         self.resolve = _HostResolver([*expected.hosts, *expected.other_hosts])
-        self.planned = _planned_lookup(expected)
+        self.matcher = _Matcher(expected, host_hcas)
         self.findings: list[CablingFinding] = []
+        # Planned host -> its HCAs on the fabric that match none of its rails, and why.
+        self.unmapped: dict[str, list[tuple[_Attachment, str]]] = defaultdict(list)
         # Planned HCA -> where it was found (several entries for a dual-port HCA).
         self.placed: dict[ExpectedHca, list[_Attachment]] = defaultdict(list)
         self.match: dict[str, str] = {}
@@ -396,6 +475,7 @@ class _Comparison:
             hcas_expected=len(self.expected.hcas),
             hcas_found=len(self.placed),
             leaves_expected=len(self.expected.leaves),
+            hcas_unmapped=sum(len(atts) for atts in self.unmapped.values()),
         )
 
     # --- naming helpers -------------------------------------------------------------
@@ -418,13 +498,18 @@ class _Comparison:
         unknown: dict[str, list[_Attachment]] = defaultdict(list)
         for att in self.hosts.attached:
             host = self.resolve(att.host)
-            want = _planned_hca(self.planned, host, att.hca) if host else None
-            if want is None:
+            want = self.matcher.want(host, att.hca, self._guids(att)) if host else None
+            why = self.matcher.unmapped(host, att.hca) if host and want is None else None
+            if why:
+                self.unmapped[host or att.host].append((att, why))
+            elif want is None:
                 unknown[host or att.host].append(att)
             else:
                 self.placed[want].append(att)
         for host, atts in sorted(unknown.items()):
             self._unknown(host, atts)
+        for host, items in sorted(self.unmapped.items()):
+            self._unmapped(host, items)
         if self.hosts.nameless:
             self._add(
                 UNKNOWN_HOST,
@@ -433,6 +518,32 @@ class _Comparison:
                 "host CAs described as '<host> <hca>'",
                 ", ".join(self.hosts.nameless[:5]) + (" ..." if len(self.hosts.nameless) > 5 else ""),
             )
+
+    def _guids(self, att: _Attachment) -> tuple[str | None, ...]:
+        return _ca_guids(self.fabric, att.ca_guid, att.ca_port)
+
+    def _unmapped(self, host: str, items: list[tuple[_Attachment, str]]) -> None:
+        rails = [w.hca or "any" for w in self.expected.hcas_of[host]]
+        whys = list(dict.fromkeys(why for _, why in items))
+        found = ", ".join(
+            f"{a.hca or '(no HCA name)'} ({a.ca_guid}) on {self._switch(a.switch_guid)} port {a.switch_port}"
+            for a, _ in items
+        )
+        where: dict[str, Any] = {"host": host}
+        if len(items) == 1:
+            ((att, _),) = items
+            where.update(hca=att.hca, switch=self._switch(att.switch_guid), switch_guid=att.switch_guid)
+            where["port"] = att.switch_port
+        self._add(
+            UNMAPPED_HCA,
+            f"{len(items)} HCA(s) of {host} on the fabric could not be matched to its rails: {'; '.join(whys)}. "
+            f"Its cabling is not checked; give the nodes' rail maps (clusterctl fabric check --from-nodes reads "
+            f"each node's /etc/clusterctl/rdma-rails.conf and its RDMA devices' GUIDs; --node-rails DIR reads "
+            f"saved copies).",
+            f"the rails of {host} ({', '.join(rails)}) recognised by device name or GUID",
+            found,
+            **where,
+        )
 
     def _unknown(self, host: str, atts: list[_Attachment]) -> None:
         ports = ", ".join(f"{a.hca} on {self._switch(a.switch_guid)} port {a.switch_port}" for a in atts)
@@ -488,7 +599,7 @@ class _Comparison:
     def _where(self, att: _Attachment, want: ExpectedHca) -> dict[str, Any]:
         return {
             "host": want.host,
-            "hca": want.hca or att.hca,
+            "hca": _hca_label(want, att.hca),
             "switch": self._switch(att.switch_guid),
             "switch_guid": att.switch_guid,
             "port": att.switch_port,
@@ -506,7 +617,7 @@ class _Comparison:
         found = self._found_on(att)
         self._add(
             MISCABLED_RAIL,
-            f"Rail {want.rail} HCA {want.hca} of {want.host} is not on the leaf shared by {role}; "
+            f"Rail {want.rail} HCA {_hca_label(want, att.hca)} of {want.host} is not on the leaf shared by {role}; "
             f"move its cable to {self._switch(leaf_guid) if leaf_guid else 'that leaf'}.",
             expected,
             found,
@@ -563,7 +674,8 @@ class _Comparison:
         for host in self.expected.hosts:
             wanted = self.expected.hcas_of[host]
             missing = [h for h in wanted if h not in self.placed]
-            if not missing:
+            # HCAs that matched no rail are reported as unmapped; calling the rails missing would guess.
+            if not missing or host in self.unmapped:
                 continue
             down = [h for h in missing if self._unlinked(h)]
             for want in down:
@@ -601,11 +713,16 @@ class _Comparison:
         return f"{self._switch(guid)} ({want.leaf})" if guid else want.leaf
 
     def _unlinked(self, want: ExpectedHca) -> list[tuple[str, int, str | None]]:
+        def same(hca: str, guid: str, number: int) -> bool:
+            guids = _ca_guids(self.fabric, guid, number)
+            return want.hca is None or self.matcher.planned_name(want.host, hca, guids) == want.hca
+
         return [
-            port
+            (guid, number, state)
             for (host, hca), ports in sorted(self.hosts.unlinked.items())
-            if self.resolve(host) == want.host and want.hca in (None, hca)
-            for port in ports
+            if self.resolve(host) == want.host
+            for guid, number, state in ports
+            if same(hca, guid, number)
         ]
 
     def _down_hca(self, want: ExpectedHca) -> None:
@@ -800,6 +917,13 @@ class _Comparison:
                     state,
                     **self._link_ends(link),
                 )
+
+
+def _hca_label(want: ExpectedHca, found: str) -> str:
+    """The HCA as the plan names it, with the fabric's name in front where they differ (``ibp24s0 (0000:18:00.0)``)."""
+    if want.hca is None or not found or found == want.hca:
+        return want.hca or found
+    return f"{found} ({want.hca})"
 
 
 def _usual_uplinks(ups_per_leaf: list[list[tuple[int, str, int]]]) -> tuple[set[int], dict[str, int]]:

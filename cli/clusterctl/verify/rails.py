@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Literal
 
 from clusterctl.render.health import RAILS_PATH
 from clusterctl.verify.parsers.rdma_rails import NodeRails, RailEntry
@@ -48,6 +49,9 @@ class RailDevices:
         renamed: Whether some device differs from the name in the spec (the checks then
             say which device stands for which rail).
         path: The rails file the devices come from.
+        kind: What the problem is: ``absent`` (no file: not converged), ``stale`` (written
+            for other rails) or ``unfound`` (a rail had no device at converge; the others
+            did); empty without a problem.
     """
 
     devices: tuple[str, ...] = ()
@@ -55,6 +59,7 @@ class RailDevices:
     hint: str = ""
     renamed: bool = False
     path: str = RAILS_PATH
+    kind: Literal["", "absent", "stale", "unfound"] = ""
 
     def mapping(self, rails: list[str]) -> str:
         """``rail 0 0000:18:00.0 = ibp24s0, ...`` for messages."""
@@ -92,6 +97,7 @@ def rail_devices(host: str, rails: list[str], node_rails: NodeRails) -> RailDevi
                 "from sysfs and records it there."
             ),
             path=path,
+            kind="absent",
         )
     entries: list[RailEntry | None] = [node_rails.rail(i) for i in range(len(rails))]
     stale = [
@@ -106,6 +112,7 @@ def rail_devices(host: str, rails: list[str], node_rails: NodeRails) -> RailDevi
             problem=f"{path} on {host} was written for other rails than the plan's: {'; '.join(stale)}.",
             hint="Converge again (clusterctl up SPEC) so the rdma role maps the rails the spec names now.",
             path=path,
+            kind="stale",
         )
     unfound = [f"rail {e.index} ({e.hca})" for e in entries if e is not None and e.ibdev is None]
     if unfound:
@@ -119,6 +126,7 @@ def rail_devices(host: str, rails: list[str], node_rails: NodeRails) -> RailDevi
                 "in the spec, then converge again."
             ),
             path=path,
+            kind="unfound",
         )
     devices = tuple(e.ibdev or "" for e in entries if e is not None)
     return RailDevices(devices=devices, renamed=any(d != r for d, r in zip(devices, rails, strict=True)), path=path)

@@ -138,6 +138,7 @@ def test_clean_fabric_passes(two_su: ExpectedFabric) -> None:
         "hcas_found": 512,
         "leaves_expected": 16,
         "leaves_found": 16,
+        "hcas_unmapped": 0,
     }
     # Every planned leaf found its switch, by structure alone: rail r of SU s on leaf (s, r).
     assert report.leaf_match == {

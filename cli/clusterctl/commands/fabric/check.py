@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from clusterctl.app import App
-from clusterctl.commands.common import handle_internal_errors, output_option, spec_argument, validated_or_exit
-from clusterctl.commands.fabric.common import FabricSource, fabric_input_options, load_fabric
+from clusterctl.commands.common import (
+    handle_internal_errors,
+    output_option,
+    spec_argument,
+    state_dir_option,
+    validated_or_exit,
+)
+from clusterctl.commands.fabric.common import (
+    FabricSource,
+    fabric_input_options,
+    load_fabric,
+    rails_from_dir,
+    rails_from_nodes,
+)
 from clusterctl.fabric.compare import CablingReport, compare_fabric
 from clusterctl.fabric.expected import ExpectedFabric, expected_fabric
 
@@ -20,6 +34,19 @@ _STYLE = {"error": "bold red", "warning": "yellow"}
 @fabric_input_options
 @output_option
 @click.option("--strict", is_flag=True, help="Warnings (unknown hosts, extra uplinks) fail too.")
+@click.option(
+    "--from-nodes",
+    is_flag=True,
+    help="Map each node's HCAs to its rails from its /etc/clusterctl/rdma-rails.conf and RDMA GUIDs, read over "
+    "the access clusterctl up recorded (needed when rails are PCI addresses or descriptions say HCA-<n>).",
+)
+@click.option(
+    "--node-rails",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Saved rail maps instead: DIR/<host> (or <host>.conf), a copy of the node's rdma-rails.conf.",
+)
+@state_dir_option
 @click.pass_obj
 @handle_internal_errors
 def check_cmd(
@@ -30,22 +57,38 @@ def check_cmd(
     host_pattern: str | None,
     output: str,
     strict: bool,
+    from_nodes: bool,
+    node_rails: Path | None,
+    state_dir: Path,
 ) -> None:
     """Check the cabled fabric against SPEC: rails, leaves, uplinks, links, ports.
 
     Reads saved ibnetdiscover or iblinkinfo output, or runs ibnetdiscover here. Switch
     names and GUIDs need not be known: leaves are recognised by the hosts cabled to them.
 
+    HCAs are matched to rails by the name in their node description; where the spec names
+    rails by PCI address or descriptions name no device, --from-nodes (or --node-rails)
+    maps them, and HCAs that stay unmapped are reported.
+
     Exit 0 when the fabric matches, 1 on errors (or warnings with --strict), 2 when the
     input cannot be read.
     """
     app.output = output
+    if from_nodes and node_rails is not None:
+        raise click.UsageError("Give --from-nodes or --node-rails, not both.")
     plan = validated_or_exit(app, spec, (), False).plan
     if plan.fabric.kind != "infiniband":
         raise click.UsageError(f"{spec} declares an {plan.fabric.kind} fabric; fabric check reads InfiniBand.")
     source = load_fabric(app, ibnetdiscover, iblinkinfo)
     expected = expected_fabric(plan)
-    report = compare_fabric(source.fabric, expected, host_pattern=host_pattern)
+    host_hcas = (
+        rails_from_nodes(app, plan, expected, state_dir)
+        if from_nodes
+        else rails_from_dir(plan, expected, node_rails)
+        if node_rails is not None
+        else {}
+    )
+    report = compare_fabric(source.fabric, expected, host_pattern=host_pattern, host_hcas=host_hcas)
     ok = report.matches(strict)
     if app.json:
         app.print_json(

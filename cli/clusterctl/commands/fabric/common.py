@@ -1,7 +1,9 @@
 """Options and helpers shared by the ``fabric`` commands: where the fabric comes from.
 
 The fabric is read from a file saved from ``ibnetdiscover`` or ``iblinkinfo``, or from
-running ``ibnetdiscover`` here; the only side effect of the group is that subprocess.
+running ``ibnetdiscover`` here. The hosts' rail maps (which of their HCAs is which rail)
+come from saved rails files or, with ``--from-nodes``, from each node through the
+executor ``verify`` uses; those are the group's only side effects.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import click
 from rich.markup import escape
 
 from clusterctl.app import App
+from clusterctl.fabric.expected import ExpectedFabric
+from clusterctl.fabric.host_hcas import HostHcas
 from clusterctl.fabric.model import Fabric
 from clusterctl.fabric.parsers import (
     FORMAT_LINKINFO,
@@ -28,6 +32,13 @@ from clusterctl.fabric.parsers import (
     parse_iblinkinfo,
     parse_ibnetdiscover,
 )
+from clusterctl.plan.models import Plan
+from clusterctl.run.executor import TIMEOUT_RC, UNREACHABLE_RC, executor_for, run_many
+from clusterctl.run.providers import ProviderError
+from clusterctl.run.state import StateDir
+from clusterctl.verify.parsers.rdma_rails import NodeRails, parse_node_rails
+from clusterctl.verify.rails import RAILS_COMMAND, RAILS_PATH, rail_devices
+from clusterctl.verify.result import ParseError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -171,3 +182,84 @@ def _run_ibnetdiscover(app: App) -> str:
             EXIT_UNREADABLE,
         )
     return result.stdout
+
+
+# --- the hosts' rail maps -----------------------------------------------------------------------
+
+# Seconds one node may take to print its rails file and GUIDs.
+RAILS_TIMEOUT_S = 60
+
+
+def host_hcas_of(host: str, rails: list[str], node_rails: NodeRails, source: str) -> HostHcas:
+    """The rail map of one host from what its rails command printed (or a saved rails file).
+
+    Rails are mapped by the device the rdma role recorded for them and by that device's node
+    and port GUIDs (when the input has ``guid`` lines). A file without the host's current
+    rails (not converged, written for another spec) gives no map, with the reason.
+    """
+    devices = rail_devices(host, rails, node_rails)
+    if devices.kind in ("absent", "stale"):
+        return HostHcas(source=source, problem=devices.problem[:-1])
+    by_device: dict[str, str] = {}
+    by_guid: dict[str, str] = {}
+    for index, ref in enumerate(rails):
+        entry = node_rails.rail(index)
+        if entry is None or entry.ibdev is None:
+            continue
+        by_device[entry.ibdev] = ref
+        guids = node_rails.guids.get(entry.ibdev)
+        for guid in (guids.node_guid, guids.port_guid) if guids is not None else ():
+            if guid is not None:
+                by_guid[guid] = ref
+    return HostHcas(by_device=by_device, by_guid=by_guid, source=source)
+
+
+def _answer_hcas(host: str, rails: list[str], answer: tuple[int, str, str], source: str) -> HostHcas:
+    """The rail map from one node's answer to the rails command (or a saved file, as rc 0)."""
+    rc, out, err = answer
+    why = (err.strip().splitlines() or out.strip().splitlines() or ["no answer"])[-1]
+    if rc == UNREACHABLE_RC:
+        return HostHcas(source=source, problem=f"{host} could not be reached ({why})")
+    if rc == TIMEOUT_RC:
+        return HostHcas(source=source, problem=f"{host} did not answer in {RAILS_TIMEOUT_S} s")
+    if rc != 0:
+        return HostHcas(source=source, problem=f"{source} could not be read (exit {rc}: {why})")
+    try:
+        return host_hcas_of(host, rails, parse_node_rails(out), source)
+    except ParseError as exc:
+        return HostHcas(source=source, problem=f"line {exc.line_no} of {source}: {exc.message}")
+
+
+def _railed_hosts(plan: Plan, expected: ExpectedFabric) -> dict[str, list[str]]:
+    """Planned fabric hosts with rails, and their rails as the plan names them."""
+    nodes = {n.hostname: n for n in plan.nodes}
+    return {h: list(nodes[h].rails) for h in expected.hosts if h in nodes and nodes[h].rails}
+
+
+def rails_from_nodes(app: App, plan: Plan, expected: ExpectedFabric, state_dir: Path) -> dict[str, HostHcas]:
+    """Read every railed host's rails file and RDMA GUIDs, through the executor ``verify`` uses."""
+    hosts = _railed_hosts(plan, expected)
+    try:
+        # Nodes are reached as `up` recorded them (known_hosts, key, bastion), never trusted on first use.
+        executor = executor_for(plan, StateDir(state_dir, plan.cluster.name).path)
+    except ProviderError as exc:
+        app.abort(str(exc))
+    app.display_info(f"Reading the rails of {len(hosts)} node(s) ({RAILS_PATH}) ...")
+    jobs = [(host, RAILS_COMMAND, float(RAILS_TIMEOUT_S)) for host in hosts]
+    answers = run_many(executor, jobs, 64)
+    return {
+        host: _answer_hcas(host, rails, answer, f"{host}:{RAILS_PATH}")
+        for (host, rails), answer in zip(hosts.items(), answers, strict=True)
+    }
+
+
+def rails_from_dir(plan: Plan, expected: ExpectedFabric, directory: Path) -> dict[str, HostHcas]:
+    """Read saved rails files: ``DIR/<host>`` or ``DIR/<host>.conf``, a copy of the node's file or command output."""
+    out: dict[str, HostHcas] = {}
+    for host, rails in _railed_hosts(plan, expected).items():
+        path = next((p for p in (directory / host, directory / f"{host}.conf") if p.is_file()), None)
+        if path is None:
+            out[host] = HostHcas(source=str(directory), problem=f"{directory} has no rails file of {host}")
+            continue
+        out[host] = _answer_hcas(host, rails, (0, path.read_text(errors="replace"), ""), str(path))
+    return out
