@@ -28,6 +28,8 @@ from clusterctl.verify.offline import (
     judge_output,
 )
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.verify.parsers.rdma_rails import parse_node_rails
+from clusterctl.verify.rails import rail_devices
 from clusterctl.verify.result import CheckResult, ParseError, Verdict
 from clusterctl.verify.thresholds import AcceptanceThresholds, defaults_for
 from clusterctl.verify.transport import FABRIC_TRANSPORTS, expected_transport, fabric_for
@@ -85,6 +87,7 @@ def _spec_marks(
     hardware: str | None,
     mount: str | None,
     platform: str | None,
+    rails_file: str | None = None,
 ) -> Marks:
     plan = validated.plan
     hw = _hardware(validated, kind, text, hardware)
@@ -93,6 +96,24 @@ def _spec_marks(
     node = next(n for n in plan.nodes if n.hardware == hw and n.gpus)
     read_bw = write_bw = None
     notes: list[str] = []
+    rails = tuple(node.rails)
+    if rails_file is not None:
+        # The node's own device of each rail, as the rdma role recorded it (clusterctl.verify.rails).
+        try:
+            devices = rail_devices("the node", list(node.rails), parse_node_rails(Path(rails_file).read_text()))
+        except ParseError as exc:
+            message = f"{rails_file} line {exc.line_no}: {exc.message}."
+            raise click.BadParameter(message, param_hint="--rails-file") from None
+        if devices.problem:
+            raise click.BadParameter(devices.problem.replace(devices.path, rails_file), param_hint="--rails-file")
+        rails = devices.devices
+        notes.append(f"rails: the node's devices from {rails_file} ({devices.mapping(list(node.rails))})")
+    elif any(":" in r for r in rails) and kind in ("nvidia-smi-topo", "ibstat"):
+        rails = ()
+        notes.append(
+            "the spec names the rails by PCI address, which the output does not print: give --rails-file (a copy "
+            "of the node's /etc/clusterctl/rdma-rails.conf) or --rails to check them"
+        )
     if kind == "fio":
         tiers = [t for t in plan.storage if mount is None or t.mount == mount]
         if mount is not None and not tiers:
@@ -110,7 +131,7 @@ def _spec_marks(
         + (f" on {platform}" if platform else f", {len(node.rails)} rails at {plan.fabric.speed_gbps} Gb/s")
         + ")",
         thresholds=thresholds,
-        rails=tuple(node.rails),
+        rails=rails,
         ib_rate_gbps=thresholds.ib_rate_gbps if thresholds.ib_rate_gbps is not None else plan.fabric.speed_gbps,
         read_bw_bytes=read_bw,
         write_bw_bytes=write_bw,
@@ -258,6 +279,12 @@ def _check_nccl_debug(app: App, file: str, text: str, fabric: str | None, source
 @click.option("--platform", metavar="TYPE", help="Cloud instance type with its own published mark (p5.48xlarge).")
 @click.option("--min-busbw", type=click.FloatRange(min=0, min_open=True), metavar="GBPS", help="nccl-tests mark.")
 @click.option("--rails", metavar="NIC,...", help="Rail NIC of GPU0, GPU1, ... (nvidia-smi-topo, ibstat).")
+@click.option(
+    "--rails-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    metavar="FILE",
+    help="With --spec: the node's /etc/clusterctl/rdma-rails.conf, naming each rail's device there.",
+)
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), metavar="GBPS", help="ibstat port rate.")
 @click.option("--level", type=click.IntRange(1, 4), help="dcgmi-diag: the lowest acceptable -r level.")
 @click.option(
@@ -282,6 +309,7 @@ def check_output_cmd(
     platform: str | None,
     min_busbw: float | None,
     rails: str | None,
+    rails_file: str | None,
     rate: float | None,
     level: int | None,
     fabric: str | None,
@@ -308,10 +336,12 @@ def check_output_cmd(
     rail_list = tuple(r.strip() for r in rails.split(",") if r.strip()) if rails else ()
     if spec is not None:
         validated = validated_or_exit(app, spec, (), False)
-        marks = _spec_marks(validated, spec, kind, text, hardware, mount, platform)
+        marks = _spec_marks(validated, spec, kind, text, hardware, mount, platform, rails_file)
     else:
         if hardware is not None or mount is not None:
             raise click.UsageError("--hardware and --mount need --spec.")
+        if rails_file is not None:
+            raise click.UsageError("--rails-file needs --spec (it maps the spec's rails to the node's devices).")
         marks = _default_marks(kind, text, gpu_model, platform, rail_list)
     # Explicit values win over the spec and the defaults.
     given = {
