@@ -70,6 +70,8 @@ class InstanceType:
     # (MRDMA on a RoCE network profile VPC) the type has.
     socket_nics: tuple[str, ...] = ()
     rdma_nics: int = 0
+    # GCP: the boot disk type the vendor's reference gives the type (None: the stack's pd-ssd).
+    boot_disk_type: str | None = None
     # Azure: InfiniBand devices for NCCL (exact names) and the NICs NCCL must not use.
     ib_devices: tuple[str, ...] = ()
     excluded_nics: tuple[str, ...] = ()
@@ -231,6 +233,11 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             host_nic="enp0s19",
             socket_nics=("enp0s19", "enp192s20"),
             rdma_nics=8,
+            # cluster-toolkit@1047080 examples/machine-learning/a3-ultragpu-8g/
+            # {a3ultra-slurm-blueprint.yaml (a3_ultra_nodeset), a3ultra-vm.yaml}: disk_type hyperdisk-balanced;
+            # Vertex AI's DiskSpec reference (docs.cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec):
+            # "for A3U machines, the default value is hyperdisk-balanced".
+            boot_disk_type="hyperdisk-balanced",
             network_gbps=3200,
             numa_nodes=2,
         ),

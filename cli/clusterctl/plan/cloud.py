@@ -20,7 +20,7 @@ from clusterctl.catalog.cloud_services import (
     LustreTier,
     gpudirect_release,
 )
-from clusterctl.catalog.instances import BASTION_TYPES, instance_type
+from clusterctl.catalog.instances import BASTION_TYPES, InstanceType, instance_type
 from clusterctl.plan.models import (
     AutoinstallGroupPlan,
     BaremetalMachinePlan,
@@ -28,8 +28,10 @@ from clusterctl.plan.models import (
     BastionPlan,
     BmcPlan,
     CloudInstanceGroupPlan,
+    CloudNicPlan,
     CloudPlan,
     CloudSubnetPlan,
+    GcpRdmaNetworkPlan,
     ManagedLustrePlan,
     PlanNode,
 )
@@ -70,8 +72,27 @@ DEFAULT_INSTALLER_ISO: dict[str, str] = {
 }
 
 # GCP GPU NIC networks get a /20 each out of provider.gpu_network_cidr (Cluster Toolkit's
-# multivpc module uses the same subnet size).
+# multivpc module uses the same subnet size); so do A3 Ultra's second host network and the
+# subnets of its RoCE network, after the GPU networks.
 GPU_SUBNET_PREFIX = 20
+# VPC MTUs of Google's A3 references (GoogleCloudPlatform/cluster-toolkit@1047080):
+# examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml sets mtu 8244 on its
+# networks; examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml sets 8896 on
+# net-0 and net-1, and modules/network/gpu-rdma-vpc/variables.tf defaults the RoCE VPC to 8896.
+GCP_MTU = 8244
+GCP_RDMA_MTU = 8896
+# A3 Ultra's RDMA NICs: one RoCE VPC with the zone's RoCE network profile and one subnet per
+# NIC, attached as MRDMA after the two gVNIC host NICs (cluster-toolkit@1047080
+# modules/network/gpu-rdma-vpc/main.tf: network_profile, one subnetwork per template count,
+# subnetwork_interfaces nic_type MRDMA, no firewall rules; a3ultra-slurm-blueprint.yaml:
+# a3ultra-slurm-rdma-net with network_profile .../networkProfiles/$(vars.zone)-vpc-roce and 8
+# subnetworks, the nodeset's additional_networks net-1 (GVNIC) then the RDMA interfaces).
+# The partial URL form is the one gpu-rdma-vpc's variables.tf (network_profile) documents.
+ROCE_NETWORK_PROFILE = "projects/{project}/global/networkProfiles/{zone}-vpc-roce"
+GCP_RDMA_SOURCES = [
+    "GoogleCloudPlatform/cluster-toolkit:modules/network/gpu-rdma-vpc/main.tf@1047080",
+    "GoogleCloudPlatform/cluster-toolkit:examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml@1047080",
+]
 # Subnets of the upper half of the management network (public/bastion, managed storage).
 SERVICE_SUBNET_PREFIX = 24
 
@@ -230,6 +251,9 @@ def _groups(spec: Spec, provider: CloudProvider, nodes: list[PlanNode]) -> list[
                 network_cards=itype.network_cards if itype else 1,
                 gpu_nics=list(itype.gpu_nics) if itype else [],
                 ib_devices=list(itype.ib_devices) if itype else [],
+                boot_disk_type=((itype.boot_disk_type if itype else None) or "pd-ssd")
+                if isinstance(provider, GcpProvider)
+                else None,
                 placement=placement,
                 capacity_reservation=reserved,
                 scale_set=f"{spec.name}-{group.group}" if isinstance(provider, AzureProvider) and gpu_compute else None,
@@ -238,18 +262,83 @@ def _groups(spec: Spec, provider: CloudProvider, nodes: list[PlanNode]) -> list[
     return out
 
 
-def _gpu_networks(spec: Spec, provider: GcpProvider, groups: list[CloudInstanceGroupPlan]) -> list[CloudSubnetPlan]:
-    count = max((len(g.gpu_nics) for g in groups), default=0)
-    if not count:
-        return []
+def nic_network_counts(itypes: list[InstanceType | None]) -> tuple[int, int, int]:
+    """GCP: how many GPU NIC VPCs, further host NIC VPCs and RoCE subnets the instance types need."""
+    known = [t for t in itypes if t is not None]
+    return (
+        max((len(t.gpu_nics) for t in known), default=0),
+        max((len(t.socket_nics) - 1 for t in known if t.rdma_nics), default=0),
+        max((t.rdma_nics for t in known), default=0),
+    )
+
+
+def _gcp_networks(
+    spec: Spec, provider: GcpProvider, groups: list[CloudInstanceGroupPlan]
+) -> tuple[list[CloudSubnetPlan], list[CloudSubnetPlan], GcpRdmaNetworkPlan | None]:
+    """The per-NIC networks: GPU VPCs (A3 High/Mega), further host VPCs and the RoCE VPC (A3 Ultra).
+
+    Each takes the next /20 of ``gpu_network_cidr``: GPU networks first, then the host
+    networks, then the RoCE subnets (a cidr of None when the range runs out; rule CLD010 says so).
+    """
+    gpu, host, rdma = nic_network_counts([instance_type(g.instance_type) for g in groups])
     base = provider.gpu_network_cidr
-    subnets = list(base.subnets(new_prefix=max(base.prefixlen, GPU_SUBNET_PREFIX)))
-    return [
-        CloudSubnetPlan(
-            name=f"{spec.name}-gpunet-{i}", cidr=str(subnets[i]) if i < len(subnets) else None, purpose="gpu"
-        )
-        for i in range(count)
+    blocks = iter(base.subnets(new_prefix=max(base.prefixlen, GPU_SUBNET_PREFIX)))
+
+    def cidr() -> str | None:
+        block = next(blocks, None)
+        return str(block) if block is not None else None
+
+    gpu_networks = [CloudSubnetPlan(name=f"{spec.name}-gpunet-{i}", cidr=cidr(), purpose="gpu") for i in range(gpu)]
+    host_networks = [
+        CloudSubnetPlan(name=f"{spec.name}-hostnet-{i + 1}", cidr=cidr(), purpose="host") for i in range(host)
     ]
+    rdma_network = None
+    if rdma:
+        rdma_network = GcpRdmaNetworkPlan(
+            name=f"{spec.name}-rdma-net",
+            network_profile=ROCE_NETWORK_PROFILE.format(project=provider.project, zone=provider.zone)
+            if provider.project and provider.zone
+            else None,
+            mtu=GCP_RDMA_MTU,
+            subnets=[
+                CloudSubnetPlan(name=f"{spec.name}-mrdma-sub-{i}", cidr=cidr(), purpose="rdma") for i in range(rdma)
+            ],
+            sources=GCP_RDMA_SOURCES,
+        )
+    return gpu_networks, host_networks, rdma_network
+
+
+def nic_subnetwork(network: CloudSubnetPlan) -> str:
+    """The name of the one subnetwork of a per-NIC VPC (gpu or host network): ``<vpc>-sub``."""
+    return f"{network.name}-sub"
+
+
+def _gcp_nics(
+    group: CloudInstanceGroupPlan,
+    gpu_networks: list[CloudSubnetPlan],
+    host_networks: list[CloudSubnetPlan],
+    rdma: GcpRdmaNetworkPlan | None,
+) -> list[CloudNicPlan]:
+    """A group's NICs after nic0, in the order the guest names them.
+
+    A3 High/Mega: one gVNIC per GPU network (enp6s0, enp7s0, ...). A3 Ultra: the second host
+    gVNIC (enp192s20), then one MRDMA NIC per RoCE subnet (the order of the toolkit's nodeset
+    ``additional_networks``).
+    """
+    itype = instance_type(group.instance_type)
+    if itype is None:
+        return []
+    nics = [
+        CloudNicPlan(subnetwork=nic_subnetwork(net), nic_type="GVNIC", guest_name=name)
+        for net, name in zip(gpu_networks, itype.gpu_nics, strict=False)
+    ]
+    if itype.rdma_nics and rdma is not None:
+        nics += [
+            CloudNicPlan(subnetwork=nic_subnetwork(net), nic_type="GVNIC", guest_name=name)
+            for net, name in zip(host_networks, itype.socket_nics[1:], strict=False)
+        ]
+        nics += [CloudNicPlan(subnetwork=sub.name, nic_type="MRDMA") for sub in rdma.subnets[: itype.rdma_nics]]
+    return nics
 
 
 def _plugins(provider: CloudProvider, groups: list[CloudInstanceGroupPlan]) -> dict[str, str]:
@@ -279,6 +368,14 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
     if not isinstance(provider, AwsProvider | GcpProvider | AzureProvider):
         return None
     groups = _groups(spec, provider, nodes)
+    gpu_networks: list[CloudSubnetPlan] = []
+    host_networks: list[CloudSubnetPlan] = []
+    rdma_network = None
+    if isinstance(provider, GcpProvider):
+        gpu_networks, host_networks, rdma_network = _gcp_networks(spec, provider, groups)
+        groups = [
+            g.model_copy(update={"nics": _gcp_nics(g, gpu_networks, host_networks, rdma_network)}) for g in groups
+        ]
     lustre = _managed_lustre(spec, provider)
     subnets, existing = _subnets(spec, provider, has_storage=bool(lustre))
     bastion = None
@@ -304,7 +401,10 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
         network_cidr=str(spec.network.management_cidr),
         existing_network=existing,
         subnets=subnets,
-        gpu_networks=_gpu_networks(spec, provider, groups) if isinstance(provider, GcpProvider) else [],
+        gpu_networks=gpu_networks,
+        host_networks=host_networks,
+        rdma_network=rdma_network,
+        network_mtu=(GCP_RDMA_MTU if rdma_network else GCP_MTU) if isinstance(provider, GcpProvider) else None,
         placement_strategy=strategy if any(g.placement for g in groups) else None,
         placement_group=provider.placement_group if isinstance(provider, AwsProvider) else None,
         capacity_reservation_id=provider.capacity_reservation_id if isinstance(provider, AwsProvider) else None,

@@ -457,8 +457,28 @@ class CloudSubnetPlan(PlanModel):
 
     name: str
     cidr: str | None = Field(None, description="None for an existing subnet whose range the cloud knows")
-    purpose: Literal["nodes", "public", "storage", "gpu"]
+    purpose: Literal["nodes", "public", "storage", "gpu", "host", "rdma"]
     existing_id: str | None = None
+
+
+class CloudNicPlan(PlanModel):
+    """GCP: one NIC of an instance after nic0 (the node subnet), in attach order."""
+
+    subnetwork: str = Field(description="name of the subnetwork it is on (one the stack creates)")
+    nic_type: Literal["GVNIC", "MRDMA"] = Field(description="vNIC type: gVNIC, or MRDMA on a RoCE network")
+    guest_name: str | None = Field(None, description="the guest's name of the NIC, where the vendor's files say it")
+
+
+class GcpRdmaNetworkPlan(PlanModel):
+    """GCP A3 Ultra: one RoCE VPC (network profile ``<zone>-vpc-roce``) with one subnet per RDMA NIC."""
+
+    name: str
+    network_profile: str | None = Field(
+        None, description="projects/<project>/global/networkProfiles/<zone>-vpc-roce (None: no project in the spec)"
+    )
+    mtu: int
+    subnets: list[CloudSubnetPlan] = Field(description="one per RDMA NIC, in attach order")
+    sources: list[str] = Field(default_factory=list, description="vendor files the layout follows")
 
 
 class CloudInstanceGroupPlan(PlanModel):
@@ -477,6 +497,10 @@ class CloudInstanceGroupPlan(PlanModel):
     network_cards: int = 1
     gpu_nics: list[str] = Field(default_factory=list, description="GCP: guest names of the GPU NICs, in attach order")
     ib_devices: list[str] = Field(default_factory=list, description="Azure: InfiniBand devices")
+    nics: list[CloudNicPlan] = Field(
+        default_factory=list, description="GCP: the NICs after nic0 (GPU, second host and RDMA NICs), in attach order"
+    )
+    boot_disk_type: str | None = Field(None, description="GCP: the boot disk type (pd-ssd, hyperdisk-balanced)")
     placement: bool = Field(False, description="joins the cluster placement group / compact policy / scale set")
     capacity_reservation: bool = Field(False, description="launches into the provider's capacity reservation")
     scale_set: str | None = Field(None, description="Azure: the scale set (single placement group) of the group")
@@ -523,6 +547,11 @@ class CloudPlan(PlanModel):
     existing_network: str | None = Field(None, description="VPC id / network name to use instead of creating one")
     subnets: list[CloudSubnetPlan]
     gpu_networks: list[CloudSubnetPlan] = Field(default_factory=list, description="GCP: one VPC per GPU NIC")
+    host_networks: list[CloudSubnetPlan] = Field(
+        default_factory=list, description="GCP: one VPC per further gVNIC host NIC (A3 Ultra's second)"
+    )
+    rdma_network: GcpRdmaNetworkPlan | None = Field(None, description="GCP: the RoCE VPC of the RDMA NICs")
+    network_mtu: int | None = Field(None, description="GCP: MTU of the host, GPU and further host VPCs")
     placement_strategy: Literal["cluster", "compact", "single-placement-group"] | None = None
     placement_group: str | None = Field(None, description="existing placement group to use")
     capacity_reservation_id: str | None = None

@@ -323,7 +323,10 @@ class GcpProvider(CloudProviderBase):
     )
     gpu_network_cidr: IPv4NetworkValue = Field(
         IPv4Network("172.16.0.0/16"),
-        description="Range the per-GPU-NIC VPC networks take their /20 subnets from; must not overlap management.",
+        description=(
+            "Range the per-NIC networks take their /20 subnets from (A3 High/Mega: one per GPU NIC; A3 Ultra: the "
+            "second host NIC's, then one per RDMA NIC); must not overlap management."
+        ),
     )
     gpudirect_plugin: VersionStr | None = Field(
         None,
