@@ -12,7 +12,8 @@ touch IAM (least privilege; the rendered ``burst/policy-<group>.json`` grants ex
   provider names no existing subnet), the admission of the management network, a ``cluster``
   placement group, one launch template per host named ``<cluster>-<group>-<host>`` (planned
   address, EFA interfaces, encrypted root volume, no user data);
-  gcp: :class:`clusterctl_gcp.GcpNetwork` (firewalls, GPU NIC networks) and the COLLOCATED
+  gcp: :class:`clusterctl_gcp.GcpNetwork` (firewalls, GPU NIC networks; on A3 Ultra the second
+  host network and the RoCE network) and the COLLOCATED
   resource policy; azure: :class:`clusterctl_azure.AzureNetwork` (NSGs) and the group's
   single-placement-group scale set, in the group's resource group (which must exist: the
   controller's role is scoped to it).
@@ -57,6 +58,7 @@ from clusterctl_stack import (
 )
 
 from clusterctl.plan.burst import burst_stack_name
+from clusterctl.plan.cloud import nic_subnetwork
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, Plan
 
 GROUP_KEY = "group"
@@ -262,13 +264,19 @@ class AwsBurstGroup(pulumi.ComponentResource):
 
 
 def _gcp_subnet_refs(cloud: CloudPlan) -> tuple[str, list[str]]:
-    """The node subnetwork and the GPU NIC subnetworks by name (clusterctl_gcp.GcpNetwork names them)."""
+    """The node subnetwork and the NIC subnetworks (GPU, further host, RoCE) by name.
+
+    clusterctl_gcp.GcpNetwork names them as the plan's CloudNicPlan.subnetwork says.
+    """
     nodes = next(s for s in cloud.subnets if s.purpose == "nodes")
-    return nodes.existing_id or nodes.name, [f"{gpu.name}-sub" for gpu in cloud.gpu_networks]
+    nics = [nic_subnetwork(net) for net in (*cloud.gpu_networks, *cloud.host_networks)]
+    if cloud.rdma_network is not None:
+        nics += [sub.name for sub in cloud.rdma_network.subnets]
+    return nodes.existing_id or nodes.name, nics
 
 
 class GcpBurstBase(pulumi.ComponentResource):
-    """The operator's part on Google Cloud: network or firewalls, GPU NIC networks, compact policy."""
+    """The operator's part on Google Cloud: network or firewalls, GPU/host/RoCE NIC networks, compact policy."""
 
     base: dict[str, Any]
 
@@ -279,8 +287,8 @@ class GcpBurstBase(pulumi.ComponentResource):
         child = mod.provider_options(name, cloud, self)
         network = mod.GcpNetwork(f"{name}-net", mod.GcpNetworkArgs(cloud=cloud), opts=child)
         mod.compact_policy(name, cloud, child)
-        nodes, gpu = _gcp_subnet_refs(cloud)
-        self.base = {"network": network.network_id, "subnetwork": nodes, "gpuSubnetworks": gpu}
+        nodes, nic_subnets = _gcp_subnet_refs(cloud)
+        self.base = {"network": network.network_id, "subnetwork": nodes, "nicSubnetworks": nic_subnets}
         self.register_outputs(self.base)
 
 
@@ -296,7 +304,7 @@ class GcpBurstGroup(pulumi.ComponentResource):
         mod = cloud_module("gcp")
         cloud = burst_cloud(args.plan, args.group)
         child = mod.provider_options(name, cloud, self)
-        subnet, gpu_subnets = _gcp_subnet_refs(cloud)
+        subnet, nic_subnets = _gcp_subnet_refs(cloud)
         policy: pulumi.Output[str] | None = None
         if cloud.placement_strategy == "compact":
             provider = child.providers.get("gcp") if isinstance(child.providers, dict) else None
@@ -313,7 +321,7 @@ class GcpBurstGroup(pulumi.ComponentResource):
                 plan=args.plan,
                 group=active_group(cloud, args.group, args.active_hosts),
                 subnet_id=subnet,
-                gpu_subnet_ids=[pulumi.Output.from_input(s) for s in gpu_subnets],
+                nic_subnet_ids={s: s for s in nic_subnets},
                 placement_policy=policy,
                 ssh_public_key=args.ssh_public_key,
                 host_keys=args.host_keys,

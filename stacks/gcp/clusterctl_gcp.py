@@ -1,11 +1,21 @@
 """The Google Cloud cluster as Pulumi components, built only from ``plan.cloud``.
 
-Layout (Cluster Toolkit's A3 blueprints, techref §1.8): a host VPC (MTU 8244) with a node
-subnet and a public subnet, Cloud NAT for egress (nodes have no external addresses), one VPC
-per GPU NIC for GPUDirect-TCPX/TCPXO, firewall rules that open each network to itself and
-SSH from outside only to the bastion from ``bastion.allowed_cidrs``, a COLLOCATED (compact)
-resource policy for the GPU nodes, the instances at their planned host addresses, private
-service access and Managed Lustre instances sized by the plan.
+Layout (Cluster Toolkit's A3 blueprints, techref §1.8): a host VPC (MTU ``network_mtu``: 8244,
+8896 with A3 Ultra) with a node subnet and a public subnet, Cloud NAT for egress (nodes have no
+external addresses), one VPC per GPU NIC for GPUDirect-TCPX/TCPXO, firewall rules that open each
+network to itself and SSH from outside only to the bastion from ``bastion.allowed_cidrs``, a
+COLLOCATED (compact) resource policy for the GPU nodes, the instances at their planned host
+addresses, private service access and Managed Lustre instances sized by the plan.
+
+A3 Ultra (a3-ultragpu-8g, GoogleCloudPlatform/cluster-toolkit@1047080
+``examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml`` and
+``modules/network/gpu-rdma-vpc``): a second host VPC for the second gVNIC (``enp192s20``, the
+blueprint's net-1, open to itself like the GPU VPCs), and one RoCE VPC with the zone's
+``<zone>-vpc-roce`` network profile and one subnet per RDMA NIC, without firewall rules
+(gpu-rdma-vpc refuses them). The instances get nic0 and nic1 as GVNIC and nic2..9 as MRDMA on
+the RoCE subnets (the nodeset's ``additional_networks``: net-1, then the RDMA interfaces) and
+boot from hyperdisk-balanced (the blueprint's ``disk_type``). Which NIC goes on which
+subnetwork is the plan's (``CloudInstanceGroupPlan.nics``).
 
 GCP networks, subnetworks, firewalls, routers and resource policies take no labels: they are
 named ``<cluster>-...`` instead; everything that takes labels carries the cluster label.
@@ -34,6 +44,7 @@ Defaults (tests/stacks/test_cloud_defaults.py asserts them):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pulumi
@@ -50,6 +61,7 @@ from clusterctl_stack import (
     ssh_sources,
 )
 
+from clusterctl.plan.cloud import nic_subnetwork
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
 
 BASTION_KEY = "bastion"
@@ -126,11 +138,12 @@ class GcpNetworkArgs:
 
 
 class GcpNetwork(pulumi.ComponentResource):
-    """Host VPC and subnets, Cloud NAT, GPU VPCs, firewall rules."""
+    """Host VPC and subnets, Cloud NAT, GPU VPCs, further host VPCs, the RoCE VPC, firewall rules."""
 
     network_id: pulumi.Output[str]
     subnet_ids: dict[str, pulumi.Output[str]]
-    gpu_subnet_ids: list[pulumi.Output[str]]
+    # Subnetwork name -> id of every subnetwork a NIC after nic0 goes on (CloudNicPlan.subnetwork).
+    nic_subnet_ids: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: GcpNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:gcp:Network", name, None, opts)
@@ -147,7 +160,7 @@ class GcpNetwork(pulumi.ComponentResource):
                 f"{name}-net",
                 name=f"{prefix}-net",
                 auto_create_subnetworks=False,
-                mtu=GPU_MTU,
+                mtu=cloud.network_mtu or GPU_MTU,
                 opts=child,
             )
             self.network_id = network.id
@@ -196,30 +209,68 @@ class GcpNetwork(pulumi.ComponentResource):
                 description="SSH to the bastion from provider.allowed_ssh_cidrs only",
                 opts=child,
             )
-        self.gpu_subnet_ids = []
-        for i, gpu in enumerate(cloud.gpu_networks):
-            gpu_net = gcp.compute.Network(
-                f"{name}-gpunet-{i}", name=gpu.name, auto_create_subnetworks=False, mtu=GPU_MTU, opts=child
+        self.nic_subnet_ids = {}
+        # One VPC with one subnetwork per GPU NIC (A3 High/Mega) and per further host NIC (A3
+        # Ultra's second gVNIC: the blueprint's net-1 with its internal firewall), open to itself.
+        gpu_why = "GPUDirect traffic between the GPU NICs of this rail"
+        host_why = "traffic between the second host NICs of the nodes"
+        per_nic = [("gpunet", "gpusub", i, net, gpu_why) for i, net in enumerate(cloud.gpu_networks)]
+        per_nic += [("hostnet", "hostsub", i, net, host_why) for i, net in enumerate(cloud.host_networks)]
+        for kind, sub_kind, i, net, description in per_nic:
+            nic_net = gcp.compute.Network(
+                f"{name}-{kind}-{i}",
+                name=net.name,
+                auto_create_subnetworks=False,
+                mtu=cloud.network_mtu or GPU_MTU,
+                opts=child,
             )
-            gpu_subnet = gcp.compute.Subnetwork(
-                f"{name}-gpusub-{i}",
-                name=f"{gpu.name}-sub",
-                network=gpu_net.id,
+            nic_subnet = gcp.compute.Subnetwork(
+                f"{name}-{sub_kind}-{i}",
+                name=nic_subnetwork(net),
+                network=nic_net.id,
                 region=cloud.region,
-                ip_cidr_range=gpu.cidr,
+                ip_cidr_range=net.cidr,
                 opts=child,
             )
             gcp.compute.Firewall(
-                f"{name}-gpunet-{i}-internal",
-                name=f"{gpu.name}-internal",
-                network=gpu_net.id,
+                f"{name}-{kind}-{i}-internal",
+                name=f"{net.name}-internal",
+                network=nic_net.id,
                 direction="INGRESS",
-                source_ranges=ingress_sources(cloud, [gpu.cidr] if gpu.cidr else [], f"{gpu.name}-internal"),
+                source_ranges=ingress_sources(cloud, [net.cidr] if net.cidr else [], f"{net.name}-internal"),
                 allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-                description="GPUDirect traffic between the GPU NICs of this rail",
+                description=description,
                 opts=child,
             )
-            self.gpu_subnet_ids.append(gpu_subnet.id)
+            self.nic_subnet_ids[nic_subnetwork(net)] = nic_subnet.id
+        rdma = cloud.rdma_network
+        if rdma is not None:
+            if rdma.network_profile is None:
+                raise ValueError(
+                    f"{rdma.name}: the RoCE network profile is named by project; the plan has no project "
+                    "(set provider.project, rule CLD017)"
+                )
+            # gpu-rdma-vpc (cluster-toolkit@1047080 modules/network/gpu-rdma-vpc/main.tf): the
+            # network profile, REGIONAL routing, one subnetwork per RDMA NIC, and no firewall
+            # rules (its variables.tf refuses firewall_rules on the RoCE network).
+            roce = gcp.compute.Network(
+                f"{name}-rdma",
+                name=rdma.name,
+                auto_create_subnetworks=False,
+                mtu=rdma.mtu,
+                routing_mode="REGIONAL",
+                network_profile=rdma.network_profile,
+                opts=child,
+            )
+            for i, sub in enumerate(rdma.subnets):
+                self.nic_subnet_ids[sub.name] = gcp.compute.Subnetwork(
+                    f"{name}-rdmasub-{i}",
+                    name=sub.name,
+                    network=roce.id,
+                    region=cloud.region,
+                    ip_cidr_range=sub.cidr,
+                    opts=child,
+                ).id
         self.register_outputs({"network": self.network_id})
 
 
@@ -231,14 +282,15 @@ class GcpNodeGroupArgs:
     plan: Plan
     group: CloudInstanceGroupPlan
     subnet_id: pulumi.Input[str]
-    gpu_subnet_ids: list[pulumi.Output[str]]
+    # Subnetwork name -> id (or name) for every CloudNicPlan.subnetwork of the group.
+    nic_subnet_ids: Mapping[str, pulumi.Input[str]]
     placement_policy: pulumi.Input[str] | None
     ssh_public_key: str
     host_keys: dict[str, HostKey] = field(default_factory=dict)
 
 
 class GcpNodeGroup(pulumi.ComponentResource):
-    """The instances of one node group; GPU machine types get one NIC per GPU network."""
+    """The instances of one node group, each with the NICs the plan lists after nic0 (GPU, host, RDMA)."""
 
     private_ips: dict[str, pulumi.Output[str]]
 
@@ -248,6 +300,9 @@ class GcpNodeGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         labels = dict(cloud.labels)
         self.private_ips = {}
+        missing = sorted({nic.subnetwork for nic in group.nics} - set(args.nic_subnet_ids))
+        if missing:
+            raise ValueError(f"group {group.group}: its NICs' subnetworks are not made: {', '.join(missing)}")
         for host, address in zip(group.hosts, group.addresses, strict=True):
             node = args.plan.node(host)
             nics = [
@@ -255,10 +310,13 @@ class GcpNodeGroup(pulumi.ComponentResource):
                     subnetwork=args.subnet_id, network_ip=address, nic_type="GVNIC"
                 )
             ]
-            # One NIC per GPU network, in the order the guest names them (enp6s0, enp7s0, ...).
+            # The plan's NICs in the order the guest names them: A3 High/Mega one gVNIC per GPU
+            # network (enp6s0, enp7s0, ...); A3 Ultra the second host gVNIC, then MRDMA x 8.
             nics += [
-                gcp.compute.InstanceNetworkInterfaceArgs(subnetwork=subnet, nic_type="GVNIC")
-                for subnet in args.gpu_subnet_ids[: len(group.gpu_nics)]
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=args.nic_subnet_ids[nic.subnetwork], nic_type=nic.nic_type
+                )
+                for nic in group.nics
             ]
             reservation = None
             if group.capacity_reservation and cloud.reservation:
@@ -283,7 +341,10 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 zone=cloud.zone,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=cloud.image, size=cloud.root_volume_gib, type="pd-ssd", labels=labels
+                        image=cloud.image,
+                        size=cloud.root_volume_gib,
+                        type=group.boot_disk_type or "pd-ssd",
+                        labels=labels,
                     )
                 ),
                 network_interfaces=nics,
@@ -369,7 +430,7 @@ class GcpCluster(pulumi.ComponentResource):
                     plan=args.plan,
                     group=group_plan,
                     subnet_id=network.subnet_ids["nodes"],
-                    gpu_subnet_ids=network.gpu_subnet_ids,
+                    nic_subnet_ids=network.nic_subnet_ids,
                     placement_policy=policy,
                     ssh_public_key=args.ssh_public_key,
                     host_keys=args.host_keys,
