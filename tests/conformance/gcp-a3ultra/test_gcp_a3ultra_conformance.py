@@ -1,4 +1,4 @@
-"""An A3 Ultra cluster (cluster.yaml here) against Google's own A3 Ultra (RoCE, gIB) Slurm reference.
+"""An A3 Ultra cluster (examples/gcp-a3ultra.yaml) against Google's own A3 Ultra (RoCE, gIB) Slurm reference.
 
 One test per piece Google's reference needs, each naming the vendor file (owner/repo:path@commit)
 it checks against: the instance type's NICs, the job's NCCL environment (gIB plugin), the
@@ -23,7 +23,7 @@ from clusterctl.render.tree import render_files
 
 HERE = Path(__file__).resolve().parent
 VENDOR = HERE / "vendor"
-SPEC = HERE / "cluster.yaml"
+SPEC = REPO_ROOT / "examples" / "gcp-a3ultra.yaml"
 ROLE = REPO_ROOT / "roles" / "gpudirect"
 HW = "a3ultra"
 
