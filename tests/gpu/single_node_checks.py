@@ -38,6 +38,7 @@ from typing import Any
 # The checkout's package, importable without installing clusterctl.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
+from clusterctl.catalog.tools import NCCL_TESTS_BIN_DIR
 from clusterctl.verify.gpu_inventory import judge_gpu_inventory
 from clusterctl.verify.judge import judge_dcgm, judge_nccl, judge_topo
 from clusterctl.verify.offline import model_from_name
@@ -52,7 +53,7 @@ from clusterctl.verify.transport import judge_transport
 
 # Where nccl-tests usually ends up when built by hand or by a role (roles/nccl: /opt/nccl-tests/bin).
 NCCL_TESTS_DIRS = (
-    "/opt/nccl-tests/bin",
+    NCCL_TESTS_BIN_DIR,
     "/opt/nccl-tests/build",
     "/usr/local/nccl-tests/build",
     "~/nccl-tests/build",

@@ -18,6 +18,13 @@ from __future__ import annotations
 DEFAULT_NCCL_TESTS = "2.13.6"
 DEFAULT_CONTAINER_TOOLKIT = "1.17.8"
 
+# Where roles/nccl builds nccl-tests (its default nccl_tests_install_dir; a test keeps the two
+# equal): sources under src/, the build linked at bin/, which is not on PATH. clusterctl verify
+# runs ALL_REDUCE_PERF from there unless --nccl-binary says otherwise.
+NCCL_TESTS_INSTALL_DIR = "/opt/nccl-tests"
+NCCL_TESTS_BIN_DIR = f"{NCCL_TESTS_INSTALL_DIR}/bin"
+ALL_REDUCE_PERF = f"{NCCL_TESTS_BIN_DIR}/all_reduce_perf"
+
 # nccl-tests release -> checksum of GitHub's tag archive, as get_url's `checksum` takes it.
 NCCL_TESTS_CHECKSUMS: dict[str, str] = {
     "2.13.6": "sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1",

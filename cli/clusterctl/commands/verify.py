@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from clusterctl.app import App
+from clusterctl.catalog.tools import ALL_REDUCE_PERF
 from clusterctl.commands.common import (
     handle_internal_errors,
     output_option,
@@ -41,7 +42,12 @@ def _names(values: tuple[str, ...]) -> list[str]:
 @click.option("--only", multiple=True, metavar="CHECK", help=f"Run only these checks ({', '.join(CHECK_NAMES)}).")
 @click.option("--skip", multiple=True, metavar="CHECK", help="Do not run these checks; repeatable, comma-separated.")
 @click.option("--no-drain", is_flag=True, help="Report failing nodes without draining them in Slurm.")
-@click.option("--nccl-binary", default="all_reduce_perf", show_default=True, help="nccl-tests program on the nodes.")
+@click.option(
+    "--nccl-binary",
+    default=ALL_REDUCE_PERF,
+    show_default=True,
+    help="nccl-tests program on the nodes [where roles/nccl installs it].",
+)
 @click.option("--fio-size", default="256m", show_default=True, metavar="SIZE", help="fio data per job per node.")
 @state_dir_option
 @output_option

@@ -30,6 +30,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from clusterctl.catalog.tools import ALL_REDUCE_PERF
 from clusterctl.hostlist import compress, expand
 from clusterctl.plan.models import Plan, PlanNode
 
@@ -125,8 +126,9 @@ class NcclOptions:
     """How each run is launched.
 
     Attributes:
-        binary: The all_reduce_perf program (name on PATH or absolute path); it must be
-            built with MPI=1, since srun starts one rank per GPU.
+        binary: The all_reduce_perf program (absolute path or name on PATH); by default
+            where roles/nccl installs it. It must be built with MPI=1, since srun starts
+            one rank per GPU.
         mpi: srun's ``--mpi`` plugin; slurm.conf has ``MpiDefault=none``, so it must be named.
         min_bytes: Smallest message (``-b``).
         max_bytes: Largest message (``-e``); at least the threshold's judged size.
@@ -134,7 +136,7 @@ class NcclOptions:
         extra_srun_args: Appended to srun's options (site accounts, QoS).
     """
 
-    binary: str = "all_reduce_perf"
+    binary: str = ALL_REDUCE_PERF
     mpi: str = "pmix"
     min_bytes: int = 8 << 20
     max_bytes: int = 8 << 30

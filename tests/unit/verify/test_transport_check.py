@@ -53,7 +53,10 @@ def test_every_node_gets_a_partner_and_the_command_asks_for_the_transport_lines(
     assert "--nodes=2 --ntasks-per-node=8 --gpus-per-node=8" in command
     assert " --label " in command
     # The comma in INIT,NET would split srun's --export list; env sets it in each task.
-    assert " env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -b 1048576 -e 16777216 " in command
+    assert (
+        " env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET /opt/nccl-tests/bin/all_reduce_perf -b 1048576 -e 16777216 "
+        in command
+    )
     assert outcomes[0].result.message == (
         "NCCL used IB on 2 hosts (NET/IB over InfiniBand (IB or IBext), as infiniband needs)."
     )
