@@ -13,11 +13,16 @@ import re
 from collections.abc import Iterator
 from ipaddress import IPv4Network
 
-from clusterctl.catalog.cloud_services import DEFAULT_GPUDIRECT_PLUGIN, gpudirect_release
+from clusterctl.catalog.cloud_services import (
+    DEFAULT_GPUDIRECT_PLUGIN,
+    DEFAULT_NCCL_GIB,
+    NCCL_GIB_NCCL,
+    gpudirect_release,
+)
 from clusterctl.catalog.compat import at_least, version_tuple
 from clusterctl.catalog.instances import INSTANCE_TYPES, instance_type
 from clusterctl.plan.build import FIRST_HOST_OFFSET
-from clusterctl.plan.cloud import GPU_SUBNET_PREFIX, lustre_tiers, split_network
+from clusterctl.plan.cloud import GPU_SUBNET_PREFIX, lustre_tiers, nic_network_counts, split_network
 from clusterctl.rules.engine import SAFETY_TAG, RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.models import LustreStorage, Spec
@@ -320,23 +325,18 @@ def baremetal_os(ctx: RuleContext) -> Iterator[Finding]:
 
 @rule("CLD010", "gpu-networks", Level.ERROR, phase=1, tags=("cloud",))
 def gpu_networks(ctx: RuleContext) -> Iterator[Finding]:
-    """GCP's per-GPU-NIC networks fit their range and stay clear of the management network."""
+    """GCP's per-NIC networks (GPU NICs; A3 Ultra's second host NIC and RoCE subnets) fit their range."""
     spec = ctx.spec
     provider = spec.provider
     if not isinstance(provider, GcpProvider):
         return
-    nics = max(
-        (
-            len(t.gpu_nics)
-            for t in (
-                instance_type(spec.hardware[h].instance_type) for _, _, h in _fixed_groups(spec) if h in spec.hardware
-            )
-            if t is not None
-        ),
-        default=0,
+    gpu, host, rdma = nic_network_counts(
+        [instance_type(spec.hardware[h].instance_type) for _, _, h in _fixed_groups(spec) if h in spec.hardware]
     )
+    nics = gpu + host + rdma
     if not nics:
         return
+    what = "the GPU NICs" if not (host or rdma) else "the second host NIC and the RDMA NICs"
     base: IPv4Network = provider.gpu_network_cidr
     if base.overlaps(spec.network.management_cidr):
         yield gpu_networks.finding(
@@ -348,7 +348,7 @@ def gpu_networks(ctx: RuleContext) -> Iterator[Finding]:
     if available < nics:
         yield gpu_networks.finding(
             ("provider", "gpu_network_cidr"),
-            f"{base} holds {available} /{GPU_SUBNET_PREFIX} subnet(s); the GPU NICs need {nics}.",
+            f"{base} holds {available} /{GPU_SUBNET_PREFIX} subnet(s); {what} need {nics}.",
             f"Use a /{GPU_SUBNET_PREFIX - math.ceil(math.log2(nics))} or larger range.",
         )
 
@@ -528,4 +528,79 @@ def gpudirect_plugin(ctx: RuleContext) -> Iterator[Finding]:
                 f"Google qualified {fabric} plugin {version} with NCCL {release.nccl}; the spec pins "
                 f"{spec.versions.nccl}.",
                 f'Set versions.nccl to "{release.nccl}" (the plugin installer ships it), or accept the difference.',
+            )
+
+
+@rule("CLD016", "gib-nccl", Level.ERROR, tags=("cloud",))
+def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
+    """A3 Ultra: NCCL is the build the pinned nccl-gib release goes with (catalog NCCL_GIB_NCCL).
+
+    Google's a3ultra blueprint (GoogleCloudPlatform/cluster-toolkit@1047080
+    examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml, vars nccl_gib_version
+    and libnccl_version) installs nccl-gib 1.1.0 next to libnccl2 2.27.5-1+cuda12.9, both pinned.
+    """
+    spec = ctx.spec
+    provider = spec.provider
+    if not isinstance(provider, GcpProvider):
+        return
+    rdma = sorted(
+        name
+        for name, profile in spec.hardware.items()
+        if (t := instance_type(profile.instance_type)) is not None and t.fabric == "gcp-rdma"
+    )
+    if not rdma:
+        return
+    version = provider.nccl_gib
+    want = NCCL_GIB_NCCL.get(version)
+    if want is None:
+        yield gib_nccl.finding(
+            ("provider", "nccl_gib"),
+            f"nccl-gib {version} is not in clusterctl's catalog, so the NCCL it was built for is unknown and "
+            "versions.nccl cannot be checked against it.",
+            f'Use "{DEFAULT_NCCL_GIB}" (NCCL {NCCL_GIB_NCCL[DEFAULT_NCCL_GIB]}), or add the release to NCCL_GIB_NCCL '
+            "in clusterctl.catalog.cloud_services.",
+            level=Level.WARNING,
+        )
+    elif version_tuple(spec.versions.nccl)[:3] != version_tuple(want)[:3]:
+        yield gib_nccl.finding(
+            ("versions", "nccl"),
+            f"nccl-gib {version} (the gIB plugin on {', '.join(rdma)}) goes with NCCL {want}, as Google's A3 Ultra "
+            f"blueprint pins them; the spec pins NCCL {spec.versions.nccl}, which the plugin was not built for.",
+            f'Set versions.nccl to "{want}", or set provider.nccl_gib to the release built for NCCL '
+            f"{spec.versions.nccl}.",
+        )
+
+
+@rule("CLD017", "gcp-rdma-stack", Level.ERROR, phase=1, tags=("cloud",))
+def gcp_rdma_stack(ctx: RuleContext) -> Iterator[Finding]:
+    """What the gcp stack needs to bring up A3 Ultra nodes, refused here rather than at `up`.
+
+    The RoCE network takes the zone's network profile by its project-qualified name
+    (``projects/<project>/global/networkProfiles/<zone>-vpc-roce``, GoogleCloudPlatform/
+    cluster-toolkit@1047080 modules/network/gpu-rdma-vpc/variables.tf, network_profile), so the
+    provider must name its project; the zone is CLD006's.
+    """
+    spec = ctx.spec
+    providers: list[tuple[tuple[str | int, ...], GcpProvider, list[str]]] = []
+    if isinstance(spec.provider, GcpProvider):
+        providers.append((("provider",), spec.provider, [h for _, _, h in _fixed_groups(spec)]))
+    for i, group in enumerate(spec.nodes):
+        if group.burst is not None and isinstance(group.burst.provider, GcpProvider):
+            providers.append((("nodes", i, "burst", "provider"), group.burst.provider, [group.hardware]))
+    for path, provider, hardware in providers:
+        rdma = sorted(
+            {
+                t.name
+                for h in hardware
+                if h in spec.hardware
+                and (t := instance_type(spec.hardware[h].instance_type)) is not None
+                and t.fabric == "gcp-rdma"
+            }
+        )
+        if rdma and provider.project is None:
+            yield gcp_rdma_stack.finding(
+                (*path, "project"),
+                f"{', '.join(rdma)} needs a RoCE network with the zone's `<zone>-vpc-roce` network profile, which "
+                "Google names by project; without `project` the gcp stack cannot create it.",
+                "Set `project:` to the project that holds the A3 Ultra capacity (reservation).",
             )

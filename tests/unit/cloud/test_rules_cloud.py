@@ -3,6 +3,7 @@ examples where it stays quiet."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from clusterctl.rules import validate
 from clusterctl.spec import Level, load_spec
 from tests.conftest import EXAMPLES
-from tests.specs import group, mutated
+from tests.specs import example_data, group, mutated, write_spec
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -55,6 +56,17 @@ def _storage(index: int, **changes: Any) -> Mutation:
         data["storage"][index].update(changes)
         for key in [k for k, v in changes.items() if v is None]:
             del data["storage"][index][key]
+
+    return apply
+
+
+def _unset(dotted: str) -> Mutation:
+    def apply(data: dict[str, Any]) -> None:
+        target = data
+        *parents, last = dotted.split(".")
+        for key in parents:
+            target = target[key]
+        del target[last]
 
     return apply
 
@@ -327,6 +339,32 @@ CASES: list[tuple[str, str, Mutation, Level, str, str]] = [
         "not in clusterctl's catalog",
         "provider.gpudirect_plugin",
     ),
+    # A3 Ultra: the second host network and the RoCE subnets take /20s from gpu_network_cidr too.
+    (
+        "CLD010",
+        "gcp-a3ultra.yaml",
+        _set("provider.gpu_network_cidr", "172.16.0.0/18"),
+        Level.ERROR,
+        "the second host NIC and the RDMA NICs need 9",
+        "provider.gpu_network_cidr",
+    ),
+    (
+        "CLD016",
+        "gcp-a3ultra.yaml",
+        _set("versions.nccl", "2.26.2"),
+        Level.ERROR,
+        "nccl-gib 1.1.0 (the gIB plugin on a3ultra) goes with NCCL 2.27.5",
+        "versions.nccl",
+    ),
+    (
+        "CLD016",
+        "gcp-a3ultra.yaml",
+        _set("provider.nccl_gib", "1.2.0"),
+        Level.WARNING,
+        "nccl-gib 1.2.0 is not in clusterctl's catalog",
+        "provider.nccl_gib",
+    ),
+    ("CLD017", "gcp-a3ultra.yaml", _unset("provider.project"), Level.ERROR, "names by project", "provider.project"),
     # EFA (rules/efa.py): installer 1.43.2 ships aws-ofi-nccl 1.16.3, not the example's 1.14.2, and its
     # checksum is not in the catalog; 1.24.1 ships no plugin, so 1.13.2 is built and needs its checksum.
     (
@@ -380,9 +418,33 @@ def test_rule_fires(
 
 
 @pytest.mark.parametrize(
-    "name", ["aws-p5.yaml", "gcp-a3mega.yaml", "azure-ndv5.yaml", "onprem-h100-256.yaml", "local.yaml"]
+    "name",
+    ["aws-p5.yaml", "gcp-a3mega.yaml", "gcp-a3ultra.yaml", "azure-ndv5.yaml", "onprem-h100-256.yaml", "local.yaml"],
 )
 def test_examples_have_no_cloud_warnings(name: str) -> None:
     findings = _findings(EXAMPLES / name)
     noisy = [(f.code, f.message) for f in findings if f.code.startswith("CLD") and f.level >= Level.WARNING]
     assert not noisy
+
+
+def test_gib_nccl_rule_is_quiet_off_a3_ultra(tmp_path: Path) -> None:
+    """CLD016 speaks of A3 Ultra only: an A3 Mega spec with the gIB plugin's NCCL gets nothing from it."""
+    findings = _findings(mutated(tmp_path, _set("versions.nccl", "2.27.5"), base="gcp-a3mega.yaml"))
+    assert not [f for f in findings if f.code == "CLD016"]
+
+
+def test_a3_ultra_burst_group_needs_its_providers_project(tmp_path: Path) -> None:
+    """CLD017 also reads a GCP burst group's own provider: its base makes the group's RoCE network."""
+    data = example_data("aws-burst.yaml")
+    data["hardware"]["p5"].update(instance_type="a3-ultragpu-8g", gpus={"model": "H200-SXM-141GB", "count": 8})
+    burst = group(data, "gpu-b")["burst"]
+    burst["provider"] = {"kind": "gcp", "region": "us-central1", "zone": "us-central1-b"}
+    path = write_spec(tmp_path, data)
+    shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")
+    index = next(i for i, g in enumerate(data["nodes"]) if g["group"] == "gpu-b")
+    (hit,) = [f for f in _findings(path) if f.code == "CLD017"]
+    assert hit.level is Level.ERROR
+    assert hit.dotted_path == f"nodes[{index}].burst.provider.project"
+    assert hit.line > 0
+    burst["provider"]["project"] = "acme-ml"
+    assert not [f for f in _findings(write_spec(tmp_path, data)) if f.code == "CLD017"]
