@@ -24,8 +24,12 @@ from clusterctl.pipeline import load_and_validate, render
 from clusterctl.render import ansible_yaml
 from clusterctl.run.ansible import run_playbook
 from clusterctl.run.events import EventBus
+from clusterctl.run.executor import SshExecutor, executor_for
+from clusterctl.run.providers.base import ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import hosts_from_outputs, write_ssh_inventory
+from clusterctl.run.redfish import NodeNotReadyError, check_host_key
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys, generate_ed25519
+from clusterctl.run.sshopts import SshAccess, load_access
 from tests.docker_helpers import SYSTEMD_FLAGS, docker, image_with_packages
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
@@ -205,3 +209,65 @@ def test_site_converges_over_ssh(nodes: dict) -> None:
     for name, container in nodes["containers"].items():
         assert _exec(container, "hostname").strip() == name
         assert f"{nodes['plan'].node(name).address} " in _exec(container, "cat /etc/hosts")
+
+
+def test_status_and_verify_reach_the_nodes_as_ansible_does(nodes: dict) -> None:
+    """The executor (readiness, status, verify) connects with the access up recorded, host keys checked."""
+    executor = executor_for(nodes["plan"], nodes["state"])
+    rc, out, err = executor.run("ctl001", "hostname", 30)
+    assert (rc, out.strip()) == (0, "ctl001"), err
+
+
+def test_the_executor_refuses_a_node_with_another_key(nodes: dict, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    recorded = load_access(nodes["state"])
+    assert recorded is not None
+    targets, access = recorded
+    impostor = state / "known_hosts"
+    impostor.write_text(f"{nodes['addresses']['ctl001']} {generate_ed25519().public}\n")
+    executor = SshExecutor(targets, SshAccess(impostor, access.identity_file))
+    rc, _, err = executor.run("ctl001", "true", 30)
+    assert rc == 255
+    assert "host key" in err.lower()
+    # Nothing was learnt: the file still pins the impostor's key only.
+    assert len(impostor.read_text().splitlines()) == 1
+
+
+def test_the_pinned_key_check_after_an_install(nodes: dict) -> None:
+    address = nodes["addresses"]["ctl001"]
+    pinned = ensure_host_keys(nodes["state"], ["ctl001"])["ctl001"].public
+    assert check_host_key(address, 22, pinned).startswith("SHA256:")
+    with pytest.raises(NodeNotReadyError, match="not the pinned"):
+        check_host_key(address, 22, generate_ed25519().public)
+
+
+def test_ansible_refuses_another_key_whatever_the_environment_says(
+    nodes: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Host key checking turned off in the operator's environment does not reach clusterctl's runs."""
+    validated = load_and_validate(nodes["work"] / "sshtest.yaml")
+    build, _ = render(validated, tmp_path / "build")
+    state = tmp_path / "state"
+    key_path, _ = ensure_client_key(nodes["state"], "sshtest")
+    impostors = [
+        ProvisionedHost(hostname=n, address=a, user=USER, host_key=generate_ed25519().public)
+        for n, a in nodes["addresses"].items()
+    ]
+    write_ssh_inventory(
+        validated.plan,
+        impostors,
+        inventory_dir=build / "ansible" / "inventory",
+        known_hosts=state / "known_hosts",
+        private_key=key_path,
+    )
+    monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")
+    monkeypatch.setenv("ANSIBLE_SSH_ARGS", "-o StrictHostKeyChecking=no")
+    playbook = tmp_path / "ping.yml"
+    playbook.write_text(
+        "---\n- name: Reach every node\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Ping\n      ansible.builtin.ping:\n"
+    )
+    result = run_playbook(build, state, EventBus(), playbook=playbook)
+    assert not result.succeeded
+    assert {f.host for f in result.failures if f.unreachable} == set(nodes["containers"])

@@ -26,7 +26,7 @@ from clusterctl.paths import data_root, roles_dir
 from clusterctl.render import ansible_yaml
 from clusterctl.render.builddir import open_run_log
 from clusterctl.run.events import EventBus
-from clusterctl.run.sshopts import STRICT_SSH_ARGS
+from clusterctl.run.sshopts import STRICT_SSH_ARGS, control_path_dir
 
 PHASE = "configure"
 REQUIRED_COLLECTIONS = ("community/docker", "community/general", "ansible/posix")
@@ -180,6 +180,8 @@ def run_playbook(
     facts.mkdir(parents=True, exist_ok=True)
     envvars = {
         **SSH_ENV,
+        # Shared SSH connections per cluster: one checked against another known_hosts is never reused.
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_path_dir(state_dir)),
         "ANSIBLE_ROLES_PATH": str(roles_dir()),
         "ANSIBLE_COLLECTIONS_PATH": collections_path(),
         "PATH": _path_with_interpreter_bin(),

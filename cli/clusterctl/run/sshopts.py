@@ -21,6 +21,7 @@ executor, so ``status`` and ``verify`` connect exactly as Ansible did in ``up``.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
@@ -142,16 +143,34 @@ def ssh_common_args(access: SshAccess) -> str:
 def ssh_command(
     access: SshAccess, target: SshEndpoint, remote: str, *, connect_timeout_s: int = 10, ssh: str = "ssh"
 ) -> list[str]:
-    """The ssh command line that runs ``remote`` (one shell string) on ``target``."""
+    """The ssh command line that runs ``remote`` (one shell string) on ``target``.
+
+    Its own connection every time: a master connection an ssh config shares (``ControlMaster``)
+    was opened with other options, and a command sent through it skips the host key check.
+    """
     return [
         ssh,
         "-o", "BatchMode=yes",
         "-o", f"ConnectTimeout={connect_timeout_s}",
+        "-o", "ControlMaster=no",
+        "-o", "ControlPath=none",
         *ssh_options(access),
         "-p", str(target.port),
         target.login,
         remote,
     ]  # fmt: skip
+
+
+def control_path_dir(state_dir: Path) -> Path:
+    """Where Ansible keeps its shared SSH connections for the cluster of ``state_dir``.
+
+    Why one folder per state directory: a run reuses a master connection to the same host, port
+    and user without checking the host key again, so runs that check against another known_hosts
+    (another cluster, another state directory) must never find each other's. Under ``~/.ansible``
+    and short, because a socket path longer than 108 bytes cannot be created.
+    """
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return Path.home() / ".ansible" / "cp" / f"clusterctl-{digest}"
 
 
 def client_key_path(state_dir: Path) -> Path:

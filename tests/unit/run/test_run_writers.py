@@ -16,6 +16,7 @@ from clusterctl.run import ansible as ansible_module
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.baremetal import PUBLIC_KEY_PATH, publish_public_key
 from clusterctl.run.providers.base import ProviderError
+from clusterctl.run.sshopts import control_path_dir
 from clusterctl.verify.report import Report, write_report
 from tests.conftest import EXAMPLES
 
@@ -180,5 +181,6 @@ def test_ansible_artifacts_go_to_the_state_dir_and_host_keys_are_checked(
     assert Path(seen["artifact_dir"]).is_relative_to(state.resolve())
     assert seen["envvars"]["ANSIBLE_HOST_KEY_CHECKING"] == "True"
     assert seen["envvars"]["ANSIBLE_SSH_ARGS"].startswith("-o StrictHostKeyChecking=yes ")
+    assert seen["envvars"]["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(control_path_dir(state))
     assert (build / "logs" / "ansible.log").read_text().startswith("\n===== clusterctl configure")
     assert not (build / "ansible" / "artifacts").exists()

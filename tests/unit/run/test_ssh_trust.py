@@ -38,6 +38,7 @@ from clusterctl.run.sshopts import (
     SshAccess,
     SshAccessError,
     SshEndpoint,
+    control_path_dir,
     load_access,
     save_access,
     ssh_command,
@@ -173,6 +174,20 @@ def test_an_output_user_ssh_would_read_as_an_option_never_reaches_a_command_line
         ssh_command(access, SshEndpoint("-oProxyCommand=x", "ubuntu"), "true")
     with pytest.raises(SshAccessError, match="login name"):
         ssh_options(SshAccess(tmp_path / "kh", tmp_path / "id", SshEndpoint("10.0.0.9", "-x")))
+
+
+def test_the_executor_never_rides_a_shared_connection(tmp_path: Path) -> None:
+    argv = ssh_command(SshAccess(tmp_path / "kh", tmp_path / "id"), SshEndpoint("10.0.0.5", "ubuntu"), "true")
+    # A master connection from a user's ssh config skips the host key check: never used.
+    assert argv[argv.index("ControlPath=none") - 1] == "-o"
+    assert "ControlMaster=no" in argv
+
+
+def test_ansible_shares_connections_within_one_state_dir_only(tmp_path: Path) -> None:
+    one, other = control_path_dir(tmp_path / "a"), control_path_dir(tmp_path / "b")
+    assert one != other
+    assert one == control_path_dir(tmp_path / "a" / ".." / "a")
+    assert len(str(one / ("0" * 40)).encode()) < 108  # ssh's socket name (%C) still fits a Unix socket
 
 
 # --- the access record ---------------------------------------------------------------------
