@@ -606,7 +606,7 @@ def scan_host_key(address: str, port: int = 22, key_type: str = "ed25519", timeo
     """
     keyscan = shutil.which("ssh-keyscan")
     if keyscan is None:
-        raise RedfishError("ssh-keyscan (openssh-client) is needed to record bare-metal host keys; install it")
+        raise RedfishError("ssh-keyscan (openssh-client) is needed to check bare-metal host keys; install it")
     done = subprocess.run(
         [keyscan, "-T", str(timeout), "-t", key_type, "-p", str(port), address],
         capture_output=True,
