@@ -34,8 +34,8 @@ class App:
     def __init__(self, verbosity: int = 0, output: str = "text") -> None:
         self.verbosity = verbosity
         self.output = output
-        self.out = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.out = Console(highlight=False, soft_wrap=True, emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
     @property
     def json(self) -> bool:

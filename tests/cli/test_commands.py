@@ -130,3 +130,17 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert result.returncode == 0
     assert "clusterctl" in result.stdout
+
+
+def test_error_location_is_printed_verbatim(tmp_path: Path) -> None:
+    # rich reads ":100:" as an emoji code unless emoji output is off; a finding on line 100 must
+    # still print as "file:100:col".
+    bad = tmp_path / "bad.yaml"
+    text = (EXAMPLES / "local.yaml").read_text().replace('cuda: "', "cuda: 1", 1)
+    at = next(i for i, line in enumerate(text.splitlines(), 1) if "cuda: 1" in line)
+    bad.write_text("# padding\n" * (100 - at) + text)
+    cuda_line = next(i for i, line in enumerate(bad.read_text().splitlines(), 1) if "cuda: 1" in line)
+    assert cuda_line == 100
+    code, _out, err = invoke("validate", str(bad))
+    assert code == 1
+    assert f"{bad}:{cuda_line}:" in err
