@@ -48,6 +48,7 @@ from clusterctl.plan.models import (
 from clusterctl.plan.nccl import nccl_profiles
 from clusterctl.plan.nccl_cloud import gcp_versions
 from clusterctl.plan.rdma import apply_rdma
+from clusterctl.plan.storage_net import storage_interfaces
 from clusterctl.spec.machines import Machine, MachinesError, read_machines
 from clusterctl.spec.models import HardwareProfile, LustreStorage, NfsStorage, Spec, WekaStorage
 
@@ -439,18 +440,22 @@ def _resolve_storage(
         elif isinstance(tier, LustreStorage):
             nets = _lnet_networks(tier)
             rdma = any(not net.startswith("tcp") for net in nets)
-            hosts = [n for n in fixed if n.storage_netdevs] if rdma else fixed
+            # Nodes on the storage network: named interfaces, or storage HCAs whose netdevs they find.
+            hosts = [n for n in fixed if n.storage_netdevs or n.storage_nics] if rdma else fixed
             lnet_nets.extend(n for n in nets if n not in lnet_nets)
             lnet_hosts.update((n.hostname, n) for n in hosts)
             source = ":".join(tier.mgs) + f":/{tier.fsname}"
             options = ["flock", "_netdev", *tier.mount_options]
             fstype, requires_lnet = "lustre", True
         elif isinstance(tier, WekaStorage):
-            hosts = [n for n in fixed if n.storage_netdevs]
+            hosts = [n for n in fixed if n.storage_netdevs or n.storage_nics]
             source = ",".join(str(b) for b in tier.backends) + f"/{tier.filesystem}"
             options = [f"num_cores={tier.num_cores}", "_netdev", *tier.mount_options]
             # One net= per storage NIC so the WEKA frontend uses every storage link.
-            extra = {h: [f"net={d}" for d in spec.hardware[h].storage_netdevs] for h in spec.hardware}
+            extra = {
+                h: [f"net={d}" for d in storage_interfaces(p.storage_netdevs, p.storage_nics)]
+                for h, p in spec.hardware.items()
+            }
             fstype, requires_lnet = "wekafs", False
         else:
             assert isinstance(tier, NfsStorage)
@@ -496,7 +501,11 @@ def _resolve_storage(
         networks = [
             LnetNetwork(
                 net=net,
-                interfaces=list(profile.storage_netdevs) if not net.startswith("tcp") else [profile.management_netdev],
+                interfaces=(
+                    storage_interfaces(profile.storage_netdevs, profile.storage_nics)
+                    if not net.startswith("tcp")
+                    else [profile.management_netdev]
+                ),
             )
             for net in lnet_nets
         ]

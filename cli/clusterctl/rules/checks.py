@@ -359,7 +359,7 @@ def checkpoint_write_time(ctx: RuleContext) -> Iterator[Finding]:
 
 @rule("STO003", "parallel-fs-netdevs", Level.ERROR)
 def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
-    """Lustre (o2ib) and WEKA tiers need storage_netdevs on the GPU profiles."""
+    """Lustre (o2ib) and WEKA tiers need storage_netdevs, or storage_nics whose netdevs the nodes find."""
     needs = [
         (i, t)
         for i, t in enumerate(ctx.spec.storage)
@@ -369,12 +369,14 @@ def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
         return
     used = {g.hardware for g in ctx.spec.nodes if g.burst is None}
     for name, profile in ctx.spec.hardware.items():
-        if profile.gpus and name in used and not profile.storage_netdevs:
+        if profile.gpus and name in used and not profile.storage_netdevs and not profile.storage_nics:
             tiers = ", ".join(t.name for _, t in needs)
             yield parallel_fs_netdevs.finding(
                 ("hardware", name),
-                f"Profile `{name}` has no `storage_netdevs`, so {tiers} cannot be mounted over the storage network.",
-                "List the IPoIB interfaces of the storage NICs, e.g. `storage_netdevs: [ibs1, ibs2]`.",
+                f"Profile `{name}` has neither `storage_nics` nor `storage_netdevs`, so {tiers} cannot be mounted "
+                "over the storage network.",
+                'Name the storage HCAs, e.g. `storage_nics: ["0000:29:00.0", "0000:aa:00.0"]` (each node finds '
+                "their interfaces), or list their interfaces, e.g. `storage_netdevs: [ibs1, ibs2]`.",
             )
 
 

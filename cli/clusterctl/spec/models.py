@@ -200,7 +200,11 @@ class HardwareProfile(StrictModel):
         default_factory=list, description="HCAs of the storage network, by PCI address or RDMA device name."
     )
     storage_netdevs: list[NetdevName] = Field(
-        default_factory=list, description="IPoIB/Ethernet interfaces of the storage NICs (LNet, Weka net=)."
+        default_factory=list,
+        description=(
+            "IPoIB/Ethernet interfaces of the storage NICs (LNet, Weka net=), in storage_nics order. Leave it out "
+            "to use the netdev each node's sysfs gives its storage_nics (found at converge, like the rails')."
+        ),
     )
     management_netdev: NetdevName = Field("eth0", description="Interface on the management network.")
     power_w: PositiveInt | None = Field(None, description="Maximum server power in watts (default: datasheet).")
