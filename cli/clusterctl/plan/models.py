@@ -327,7 +327,6 @@ class NcclJobDaemon(PlanModel):
     sources: list[str] = Field(default_factory=list, description="vendor files the prolog/epilog follow")
 
 
-
 class NcclVendorSlurm(PlanModel):
     """Slurm settings a cloud vendor's reference cluster uses for one GPU machine type."""
 
@@ -339,7 +338,6 @@ class NcclVendorSlurm(PlanModel):
     prolog_epilog_timeout_s: int | None = None
     partition_source: str = Field(description="vendor file of the partition settings")
     timeouts_source: str | None = Field(None, description="vendor file of the timeouts")
-
 
 
 class EfaStack(PlanModel):

@@ -121,7 +121,7 @@ class Versions(StrictModel):
         ):
             what = "the archive at nccl_tests_url" if self.nccl_tests_url else f"nccl-tests {self.nccl_tests}"
             raise ValueError(
-                f"clusterctl knows no checksum for {what}; set nccl_tests_checksum to \"sha256:<digest>\" "
+                f'clusterctl knows no checksum for {what}; set nccl_tests_checksum to "sha256:<digest>" '
                 "(sha256sum of the archive)"
             )
         return self

@@ -164,7 +164,6 @@ class BaremetalProvider(StrictModel):
         examples=[["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example.com"]],
     )
 
-
     @model_validator(mode="before")
     @classmethod
     def _bmc_verify_tls_sets_bmc(cls, data: Any) -> Any:

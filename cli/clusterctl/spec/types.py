@@ -921,44 +921,6 @@ MAX_INT = 2**53
 PositiveInt = Annotated[int, Field(gt=0, le=MAX_INT, strict=True)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT, strict=True)]
 
-# --- added for onprem (rails named by PCI address or RDMA device name) ---
-
-
-def _rail_device(value: Any) -> str:
-    # A PCI address always has ':' and an RDMA device name never does (its pattern refuses it),
-    # so the two never overlap: the address wins where the text has a ':'.
-    text = check_text(value, "a rail HCA", 64)
-    if ":" in text:
-        return _pci_address(text)
-    try:
-        return _rdma_device(text)
-    except ValueError:
-        raise ValueError(
-            f"{show(text)} is neither a PCI address (0000:18:00.0, as lspci -D prints it) nor an RDMA device "
-            "name (mlx5_0, as in /sys/class/infiniband); name the HCA one of these two ways"
-        ) from None
-
-
-RailDevice = Annotated[
-    str,
-    BeforeValidator(_rail_device),
-    WithJsonSchema(
-        {
-            "anyOf": [_pci_address.schema, _rdma_device.schema],
-            "examples": ["0000:18:00.0", "mlx5_0"],
-        }
-    ),
-]
-"""An HCA named by its PCI function (stable on every image) or its RDMA device name (where the image fixes names).
-
-The node resolves either to its RDMA device and netdev at converge time (roles/rdma, library/rdma_rails.py).
-"""
-
-
-def is_pci_address(value: str) -> bool:
-    """Whether a :data:`RailDevice` value names a PCI function rather than an RDMA device."""
-    return ":" in value
-
 # --- added for outside (machines.csv, BMCs) ---
 
 _REDFISH_SYSTEM_PATH = r"/redfish/v1/Systems/[A-Za-z0-9._~-]+/?"
@@ -1006,6 +968,45 @@ _bmc_address = TextCheck(
 )
 BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
 """A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
+
+# --- added for onprem (rails named by PCI address or RDMA device name) ---
+
+
+def _rail_device(value: Any) -> str:
+    # A PCI address always has ':' and an RDMA device name never does (its pattern refuses it),
+    # so the two never overlap: the address wins where the text has a ':'.
+    text = check_text(value, "a rail HCA", 64)
+    if ":" in text:
+        return _pci_address(text)
+    try:
+        return _rdma_device(text)
+    except ValueError:
+        raise ValueError(
+            f"{show(text)} is neither a PCI address (0000:18:00.0, as lspci -D prints it) nor an RDMA device "
+            "name (mlx5_0, as in /sys/class/infiniband); name the HCA one of these two ways"
+        ) from None
+
+
+RailDevice = Annotated[
+    str,
+    BeforeValidator(_rail_device),
+    WithJsonSchema(
+        {
+            "anyOf": [_pci_address.schema, _rdma_device.schema],
+            "examples": ["0000:18:00.0", "mlx5_0"],
+        }
+    ),
+]
+"""An HCA named by its PCI function (stable on every image) or its RDMA device name (where the image fixes names).
+
+The node resolves either to its RDMA device and netdev at converge time (roles/rdma, library/rdma_rails.py).
+"""
+
+
+def is_pci_address(value: str) -> bool:
+    """Whether a :data:`RailDevice` value names a PCI function rather than an RDMA device."""
+    return ":" in value
+
 
 # --- added for aws-azure (checksums of downloaded vendor tarballs) ---
 _checksum = TextCheck(
