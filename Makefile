@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SPEC ?= examples/local.yaml
-export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.ansible-collections
+# clusterctl's own collection (collections/: clusterctl.node) first, then the extracted ones.
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections:$(CURDIR)/.ansible-collections
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: help setup docker venv collections up down status lint fmt unit golden integration molecule e2e test bench
@@ -42,15 +43,15 @@ down: venv
 	$(BIN)/clusterctl down $(SPEC) --yes
 
 lint: venv collections
-	$(BIN)/ruff check cli tests stacks benchmarks
-	$(BIN)/ruff format --check cli tests stacks benchmarks
+	$(BIN)/ruff check cli tests stacks benchmarks collections
+	$(BIN)/ruff format --check cli tests stacks benchmarks collections
 	$(BIN)/mypy
 	$(BIN)/yamllint -s roles examples .config inventory
 	cd roles && ../$(BIN)/ansible-lint --profile production --offline
 
 fmt: venv
-	$(BIN)/ruff format cli tests stacks benchmarks
-	$(BIN)/ruff check --fix cli tests stacks benchmarks
+	$(BIN)/ruff format cli tests stacks benchmarks collections
+	$(BIN)/ruff check --fix cli tests stacks benchmarks collections
 
 unit: venv
 	$(PYTEST) -q tests/unit tests/golden tests/cli tests/stacks tests/conformance tests/security

@@ -47,6 +47,8 @@ SCENARIO_DIR = REPO / "roles" / "slurm"
 BUILD = REPO / "test-artifacts" / "molecule-cluster" / "build"
 OUT = REPO / "test-artifacts" / "benchmark"
 IMAGE = "local/debian:bookworm"
+# clusterctl's own collection (clusterctl.node) first, then the extracted ones, as `up` has them.
+COLLECTIONS = f"{REPO / 'collections'}:{REPO / '.ansible-collections'}"
 # The same flags as the scenario's platforms (.config/molecule/config.yml).
 DOCKER_FLAGS = [
     "--cap-add", "SYS_ADMIN", "--cap-add", "SYS_NICE",
@@ -70,7 +72,7 @@ def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 def molecule(action: str) -> None:
     """``molecule ACTION -s cluster`` in roles/slurm."""
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".ansible-collections"), "NO_COLOR": "1"}
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "NO_COLOR": "1"}
     run(["molecule", action, "--scenario-name", "cluster"], cwd=SCENARIO_DIR, env=env)
 
 
@@ -92,7 +94,7 @@ def runner_env() -> dict[str, str]:
     env.update(
         ANSIBLE_CONFIG=str(BUILD / "ansible" / "ansible.cfg"),
         ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".ansible-collections"),
+        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(OUT / "facts"),
         ANSIBLE_LOG_PATH=str(OUT / "ansible.log"),
         ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",

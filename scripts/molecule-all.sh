@@ -22,7 +22,10 @@ cd "$ROOT"
 ARTIFACTS="$ROOT/test-artifacts"
 LOGS="$ARTIFACTS/molecule-logs"
 CLUSTER_ARTIFACTS="$ARTIFACTS/molecule-cluster"
-export ANSIBLE_COLLECTIONS_PATH="${ANSIBLE_COLLECTIONS_PATH:-$ROOT/.ansible-collections}"
+# clusterctl's own collection (collections/: clusterctl.node, the roles' sync_files) first, then the
+# collections scripts/ansible-collections.sh extracts (or the ones the caller names).
+EXTRACTED_COLLECTIONS="${ANSIBLE_COLLECTIONS_PATH:-$ROOT/.ansible-collections}"
+export ANSIBLE_COLLECTIONS_PATH="$ROOT/collections:$EXTRACTED_COLLECTIONS"
 export NO_COLOR=1 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 [ -d "$ROOT/.venv/bin" ] && export PATH="$ROOT/.venv/bin:$PATH"
 
@@ -40,7 +43,7 @@ die() { printf 'molecule-all: %s\n' "$*" >&2; exit 2; }
 command -v molecule >/dev/null || die "molecule not found (activate .venv, or pip install -e '.[dev]')"
 docker info >/dev/null 2>&1 || die "Docker is not running (scripts/docker-bootstrap.sh starts it)"
 docker image inspect local/debian:bookworm >/dev/null 2>&1 || die "image local/debian:bookworm missing: run scripts/docker-bootstrap.sh"
-[ -d "$ANSIBLE_COLLECTIONS_PATH/ansible_collections/community/docker" ] || die "collections missing: run scripts/ansible-collections.sh"
+[ -d "${EXTRACTED_COLLECTIONS%%:*}/ansible_collections/community/docker" ] || die "collections missing: run scripts/ansible-collections.sh"
 
 # role/scenario pairs, longest first so the pool ends together.
 scenarios=()

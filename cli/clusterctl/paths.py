@@ -8,7 +8,7 @@ from pathlib import Path
 
 @cache
 def data_root() -> Path:
-    """The directory holding ``roles/``, ``templates/``, ``stacks/`` and ``inventory/``.
+    """The directory holding ``roles/``, ``collections/``, ``templates/``, ``stacks/`` and ``inventory/``.
 
     Why two places: an installed wheel carries them under ``clusterctl/_data``; an editable
     install or a checkout has them at the repository root.
@@ -27,6 +27,15 @@ def templates_dir() -> Path:
 def roles_dir() -> Path:
     """The Ansible roles (and ``site.yml`` beside them)."""
     return data_root() / "roles"
+
+
+def collections_dir() -> Path:
+    """clusterctl's own Ansible collections (``ansible_collections/clusterctl/node``: sync_files).
+
+    Why here and not with the others: they ship with clusterctl and change with its roles, so every
+    run puts this directory first on ANSIBLE_COLLECTIONS_PATH.
+    """
+    return data_root() / "collections"
 
 
 def stacks_dir() -> Path:

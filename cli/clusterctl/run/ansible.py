@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterctl.paths import data_root, roles_dir
+from clusterctl.paths import collections_dir, data_root, roles_dir
 from clusterctl.render import ansible_yaml
 from clusterctl.render.builddir import open_run_log
 from clusterctl.run.events import EventBus
@@ -79,12 +79,15 @@ class ConfigureResult:
 
 
 def collections_path() -> str:
-    """Where the Ansible collections the roles need live.
+    """Where the Ansible collections the roles need live: clusterctl's own first, then the others.
 
-    Why: Galaxy may be unreachable; the project's scripts/ansible-collections.sh extracts them
-    from the `ansible` PyPI package into .ansible-collections/, and `pip install ansible` works too.
+    Why: clusterctl's collection (clusterctl.node, the roles' sync_files) ships with it and must be
+    the one that matches its roles; Galaxy may be unreachable, so the project's
+    scripts/ansible-collections.sh extracts the others from the `ansible` PyPI package into
+    .ansible-collections/, and `pip install ansible` works too.
     """
-    candidates = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
+    candidates = [str(collections_dir())]
+    candidates += [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
     candidates += [str(data_root() / ".ansible-collections"), str(Path.home() / ".ansible" / "collections")]
     for base in candidates:
         if all((Path(base) / "ansible_collections" / c).is_dir() for c in REQUIRED_COLLECTIONS):

@@ -53,7 +53,7 @@ def _deterministic_tar(target: Path, files: list[tuple[Path, str]]) -> bool:
 
 def _source_digest(root: Path) -> str:
     digest = hashlib.sha256(__version__.encode())
-    for sub in ("cli/clusterctl", "roles", "templates", "stacks", "pyproject.toml"):
+    for sub in ("cli/clusterctl", "roles", "collections", "templates", "stacks", "pyproject.toml"):
         base = root / sub
         paths = (
             [base]
