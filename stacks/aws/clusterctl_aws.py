@@ -37,6 +37,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    group_image,
     ssh_sources,
 )
 
@@ -325,7 +326,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             else:
                 instance = aws.ec2.Instance(
                     f"{name}-{host}",
-                    ami=cloud.image,
+                    ami=group_image(cloud, group),
                     instance_type=group.instance_type,
                     availability_zone=cloud.zone,
                     subnet_id=args.subnet_id,
@@ -415,7 +416,7 @@ def node_launch_template(
         resource_name,
         name=template_name,
         update_default_version=True if template_name else None,
-        image_id=cloud.image,
+        image_id=group_image(cloud, group),
         instance_type=group.instance_type,
         network_interfaces=efa_network_interfaces(group, address, subnet_id, security_group_id),
         placement=placement,

@@ -40,6 +40,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    group_image,
     ssh_sources,
 )
 
@@ -204,6 +205,7 @@ def _vm(
     parent: pulumi.Resource,
     scale_set_id: pulumi.Input[str] | None = None,
     reservation_group: str | None = None,
+    image: str | None = None,
 ) -> azure.compute.VirtualMachine:
     return azure.compute.VirtualMachine(
         name,
@@ -227,7 +229,7 @@ def _vm(
             },
         },
         storage_profile={
-            "image_reference": image_reference(cloud.image),
+            "image_reference": image_reference(image or cloud.image),
             "os_disk": {
                 "create_option": "FromImage",
                 "disk_size_gb": cloud.root_volume_gib,
@@ -334,6 +336,7 @@ class AzureNodeGroup(pulumi.ComponentResource):
                 parent=self,
                 scale_set_id=scale_set_id,
                 reservation_group=reservation,
+                image=group_image(cloud, group),
             )
             self.private_ips[host] = nic.ip_configurations.apply(
                 lambda configs: (configs or [])[0].private_ip_address or "" if configs else ""

@@ -27,7 +27,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from clusterctl.plan.models import CloudPlan, Plan
+from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, Plan
 
 CONFIG_NAMESPACE = "clusterctl"
 PLAN_KEY = "plan"
@@ -147,6 +147,16 @@ def cloud_init(
     if extra:
         config.update(extra)
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=True, width=4096)
+
+
+def group_image(cloud: CloudPlan, group: CloudInstanceGroupPlan) -> str:
+    """The image a group's nodes boot: its hardware profile's baked image, else the OS image.
+
+    ``group.image`` is set from clusterctl.lock (``clusterctl image build`` captured it from the
+    install stage of the roles; `up` then runs only the configure stage on these nodes);
+    ``cloud.image`` is the spec's OS on the cloud's vendor image, the base every image is built from.
+    """
+    return group.image or cloud.image
 
 
 def labels(plan: Plan) -> dict[str, str]:

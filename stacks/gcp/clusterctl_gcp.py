@@ -58,6 +58,7 @@ from clusterctl_stack import (
     HostKey,
     StackInputs,
     cloud_init,
+    group_image,
     ssh_sources,
 )
 
@@ -341,7 +342,7 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 zone=cloud.zone,
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=cloud.image,
+                        image=group_image(cloud, group),
                         size=cloud.root_volume_gib,
                         type=group.boot_disk_type or "pd-ssd",
                         labels=labels,

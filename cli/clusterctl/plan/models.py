@@ -502,6 +502,9 @@ class CloudInstanceGroupPlan(PlanModel):
     placement: bool = Field(False, description="joins the cluster placement group / compact policy / scale set")
     capacity_reservation: bool = Field(False, description="launches into the provider's capacity reservation")
     scale_set: str | None = Field(None, description="Azure: the scale set (single placement group) of the group")
+    image: str | None = Field(
+        None, description="the baked image of the group's hardware profile (clusterctl.lock); None: the OS image"
+    )
 
 
 class ManagedLustrePlan(PlanModel):
