@@ -64,8 +64,10 @@ def test_ansible_yaml_is_unsafe_and_reads_back(value: str) -> None:
     assert ansible_yaml.load(text) == {
         "all": {"vars": {"v": value, "l": [value], "d": {"k": value}, "n": 3, "b": True}}
     }
-    # Every string value carries the tag; the header comment is one line.
-    assert text.count("!unsafe") == 3
+    # Every string value carries the tag, except text ansible-core would read as another type
+    # (it re-resolves !unsafe scalars as plain ones; such text has no template syntax); the
+    # header comment is one line.
+    assert text.count("!unsafe") == (0 if ansible_yaml._reads_as_other_type(value) else 3)
     assert text.split("\n")[1].startswith("# ")
     assert len(text.split("\n")) in (11, 12)  # a list too long for one line is written one item a line
 

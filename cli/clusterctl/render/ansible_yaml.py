@@ -22,6 +22,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import ScalarNode as _PyYAMLScalar
+from yaml.resolver import Resolver as _PyYAMLResolver
 
 from clusterctl.render.escape import printable, yaml_quote
 
@@ -57,7 +59,27 @@ def scalar(value: Any) -> str:
         return "{" + ", ".join(f"{_key(k)}: {scalar(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(scalar(v) for v in value) + "]"
-    return f"{UNSAFE_TAG} {yaml_quote(str(value))}"
+    text = str(value)
+    if _reads_as_other_type(text):
+        return yaml_quote(text)
+    return f"{UNSAFE_TAG} {yaml_quote(text)}"
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _reads_as_other_type(text: str) -> bool:
+    """Whether ansible-core would read ``!unsafe "text"`` as a number, boolean, null or date.
+
+    Why: ansible-core 2.19 builds an ``!unsafe`` scalar by resolving its text again as if it were
+    plain (``ansible/_internal/_yaml/_constructor.py`` ``_resolve_and_construct_object``:
+    ``resolve(..., (True, False))``), so ``!unsafe "12.8"`` arrives as the float 12.8 and
+    ``"23.10"`` as 23.1. Such text holds no template syntax (no ``{``): written quoted and
+    untagged, it stays the string it is and there is nothing to template.
+    """
+    if "{" in text:
+        return False
+    return _PyYAMLResolver().resolve(_PyYAMLScalar, text, (True, False)) != _STR_TAG
 
 
 def _lines(data: Any, indent: int, out: list[str]) -> None:
