@@ -173,6 +173,15 @@ def guard_yaml(text: str, file: str) -> None:
 def _step(walk: _Walk, event: Any) -> None:
     if isinstance(event, NodeEvent):
         walk.check_tag(event)
+        anchor = getattr(event, "anchor", None)
+        if not isinstance(event, AliasEvent) and anchor and (anchor in walk.anchors or anchor in walk.open_anchors):
+            # YAML lets a later anchor shadow an earlier one; ruamel only warns. In a spec it is a
+            # copy-paste slip that silently changes what every later alias means.
+            raise walk.refuse(
+                event,
+                f"Anchor `&{anchor}` is defined a second time here.",
+                f"Give each anchor its own name; aliases `*{anchor}` after this line would otherwise mean this node.",
+            )
     if isinstance(event, ScalarEvent):
         if len(event.value) > MAX_SCALAR_CHARS:
             raise walk.refuse(

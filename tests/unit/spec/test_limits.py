@@ -61,6 +61,14 @@ def test_aliases_of_modest_size_still_work(tmp_path: Path) -> None:
     assert load_spec(path).spec.hardware["big"] == load_spec(path).spec.hardware["small"]
 
 
+def test_an_anchor_defined_twice_is_refused_at_the_second(tmp_path: Path) -> None:
+    # ruamel only warns (ReusedAnchorWarning) and lets the second shadow the first.
+    text = "version: 1\na: &x [1, 2]\nb: &x [3]\nc: *x\n"
+    first, _ = _error(tmp_path, text)
+    assert first.line == 3
+    assert "`&x` is defined a second time" in first.message
+
+
 def test_recursive_alias_is_refused(tmp_path: Path) -> None:
     finding, _ = _error(tmp_path, "version: 1\nloop: &a [1, *a]\n")
     assert finding.code == "SPEC-limit"
