@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from clusterctl.run.providers.base import Provider, ProviderError, ProvisionedHost
 
+if TYPE_CHECKING:
+    from clusterctl.image.lock import LockedImage
 
-def for_kind(kind: str) -> Provider:
-    """The provider implementation for a provider kind."""
+
+def for_kind(kind: str, images: Mapping[str, LockedImage] | None = None) -> Provider:
+    """The provider implementation for a provider kind.
+
+    ``images``: hardware profile -> its locked image (clusterctl.lock) to make its nodes from.
+    """
     if kind == "local":
         from clusterctl.run.providers.local import LocalProvider
 
-        return LocalProvider()
+        return LocalProvider({profile: image.ref for profile, image in (images or {}).items()})
     if kind == "baremetal":
         from clusterctl.run.providers.baremetal import BaremetalProvider
 

@@ -26,6 +26,8 @@ class ProvisionedHost:
     host_key: str | None = None
     connection: str = "ssh"  # "ssh" or "docker"
     container: str | None = None
+    # The content hash of the baked image the machine was made from (clusterctl.lock); None for a plain one.
+    image_hash: str | None = None
 
 
 class Provider(Protocol):

@@ -11,9 +11,11 @@ import contextlib
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from clusterctl.image import LABEL_HASH
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan, PlanNode
 from clusterctl.render.inventory import container_name
@@ -161,7 +163,8 @@ def _start_node(plan: Plan, node: PlanNode, network: str, image: str) -> str:
     return "created"
 
 
-def _wait_booted(name: str) -> None:
+def wait_booted(name: str) -> None:
+    """Wait until systemd in container ``name`` finished booting (running or degraded)."""
     deadline = time.monotonic() + BOOT_TIMEOUT_S
     while True:
         # is-system-running exits 0 (running) or 1 (degraded) once boot has finished.
@@ -183,15 +186,28 @@ def _report_fresh_boot(name: str) -> None:
     docker("exec", name, "sh", "-c", f"printf '%s' '{SLURMD_FRESH_BOOT}' > /etc/default/slurmd")
 
 
+def image_hash_of(name: str) -> str | None:
+    """The content hash of the baked image container ``name`` was made from (None: a plain image)."""
+    info = inspect("container", name)
+    labels = ((info or {}).get("Config") or {}).get("Labels") or {}
+    return labels.get(LABEL_HASH) or None
+
+
 class LocalProvider:
     """Nodes as containers; see the module docstring."""
+
+    def __init__(self, images: Mapping[str, str] | None = None) -> None:
+        """Nodes of a hardware profile in ``images`` (profile -> image ID, from clusterctl.lock) are created
+        from that image; the others from the provider's base image."""
+        self.images = dict(images or {})
 
     def provision(
         self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
     ) -> list[ProvisionedHost]:
         """Create or start one container per (non-burst) node, in parallel, and wait for systemd."""
         image = _image(plan)
-        ensure_engine_and_image(image, events)
+        if not engine_available() or any(n.hardware not in self.images for n in plan.nodes if not n.burst):
+            ensure_engine_and_image(image, events)
         network = _ensure_network(plan)
         nodes = [n for n in plan.nodes if not n.burst]
         return self.start_nodes(plan, nodes, network, image, events, state_dir=state_dir)
@@ -210,11 +226,13 @@ class LocalProvider:
 
         def one(node: PlanNode) -> ProvisionedHost:
             events.host(PHASE, node.hostname, "running", "starting container")
+            # Burst nodes start from the base image: `clusterctl burst resume` converges them whole.
+            node_image = image if node.burst else self.images.get(node.hardware, image)
             try:
-                what = _start_node(plan, node, network, image)
+                what = _start_node(plan, node, network, node_image)
                 if what == "created" and state_dir is not None:
                     forget_facts(state_dir, [node.hostname])
-                _wait_booted(container_name(plan, node))
+                wait_booted(container_name(plan, node))
                 if node.burst:
                     _report_fresh_boot(container_name(plan, node))
             except DockerError as exc:
@@ -226,6 +244,7 @@ class LocalProvider:
                 address=node.address,
                 connection="docker",
                 container=container_name(plan, node),
+                image_hash=image_hash_of(container_name(plan, node)),
             )
 
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(nodes)))) as pool:
