@@ -17,6 +17,10 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.commands.image import lock_option
+from clusterctl.image.build import ImageBuildError, check_locked, target_for
+from clusterctl.image.hash import ImageInputError
+from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
 from clusterctl.plan import Plan
 from clusterctl.progress import attach
 from clusterctl.render import BuildDirError
@@ -68,6 +72,7 @@ def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:
         "readiness_problems": result.readiness.problems if result.readiness else [],
         "notes": result.readiness.notes if result.readiness else [],
         "timings_s": result.timings,
+        "baked": result.baked,
     }
 
 
@@ -98,6 +103,11 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any]) -> None:
     out.print("Nodes: " + "; ".join(f"{role}: {', '.join(hosts)}" for role, hosts in roles.items()), markup=False)
     out.print("Partitions: " + "; ".join(data["partitions"]), markup=False)
     out.print(f"Log in: {data['login']}", markup=False)
+    if data["baked"]:
+        out.print(
+            f"From locked images (configure stage only): {', '.join(data['baked'])}",
+            markup=False,
+        )
     if data["emulated_gpus"]:
         out.print(
             "Emulated GPUs on "
@@ -113,6 +123,13 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any]) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory.")
 @state_dir_option
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (cloud previews).")
+@click.option(
+    "--locked",
+    is_flag=True,
+    help="Fail, doing nothing, unless every hardware profile has its image in the lock, matching the spec.",
+)
+@click.option("--no-image", is_flag=True, help="Make new nodes from the plain base image (both stages), lock or not.")
+@lock_option
 @output_option
 @rule_options
 @click.pass_obj
@@ -123,6 +140,9 @@ def up_cmd(
     out_dir: Path | None,
     state_dir: Path,
     yes: bool,
+    locked: bool,
+    no_image: bool,
+    lock_file: Path | None,
     output: str,
     skip_rules: tuple[str, ...],
     strict: bool,
@@ -130,14 +150,19 @@ def up_cmd(
     """Bring the cluster in SPEC up, or converge it to SPEC if it exists.
 
     Re-running finishes an interrupted or failed run and changes nothing when nothing differs.
+    With a clusterctl.lock beside SPEC (`clusterctl image build`), new nodes are made from their
+    profile's locked image and nodes made from it run only the configure stage.
     """
     app.output = output
+    if locked and no_image:
+        raise click.UsageError("--locked and --no-image exclude each other.")
     validated = validated_or_exit(app, spec, skip_rules, strict)
     plan = validated.plan
     try:
         _require_engine_for(plan)
     except Exception as exc:
         app.abort(f"{exc} Nothing was created.", 1)
+    images = None if no_image else _locked_images(app, spec, plan, lock_path(spec, lock_file), locked)
     if not app.json:
         app.show_findings(validated.findings)
     state = StateDir(state_dir, plan.cluster.name)
@@ -145,7 +170,7 @@ def up_cmd(
     live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
         with state.lock("up"), live or contextlib.nullcontext():
-            result = up(validated, state, bus, out_dir=out_dir, yes=yes)
+            result = up(validated, state, bus, out_dir=out_dir, yes=yes, images=images)
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)
     except (ProviderError, AnsibleSetupError) as exc:
@@ -163,3 +188,38 @@ def up_cmd(
         _print_summary(app, plan, data)
     if not result.ok:
         raise SystemExit(1)
+
+
+def _locked_images(app: App, spec: str, plan: Plan, lock_file: Path, locked: bool) -> dict[str, LockedImage]:
+    """The locked image of each profile ``up`` may use; with ``--locked``, every profile's or exit 1.
+
+    Without ``--locked`` a profile whose image does not match (or a lock of no use here) is a
+    warning: its new nodes start from the base image and run both stages, as without a lock.
+    """
+    rebuild = f"Run `clusterctl image build {spec}` and commit {lock_file}."
+    try:
+        lock = read_lock(lock_file)
+    except LockError as exc:
+        if locked:
+            app.abort(f"--locked: {exc} Nothing was done.")
+        app.display_warning(f"{exc} Nodes start from the base image.")
+        return {}
+    if lock is None:
+        if locked:
+            app.abort(f"--locked: there is no lock at {lock_file}. {rebuild} Nothing was done.")
+        return {}
+    try:
+        target = target_for(plan)
+        checks = check_locked(plan, lock, target, lock_file=lock_file)
+    except (ImageBuildError, ImageInputError) as exc:
+        if locked:
+            app.abort(f"--locked: {exc}. Nothing was done.")
+        app.display_warning(f"{lock_file} is not used: {exc}.")
+        return {}
+    problems = list(dict.fromkeys(c.problem for c in checks.values() if c.problem))
+    if problems and locked:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        app.abort(f"--locked: the spec no longer matches {lock_file}:\n{lines}\n{rebuild} Nothing was done.")
+    for problem in problems:
+        app.display_warning(f"{problem}; new nodes start from the base image and run both stages. {rebuild}")
+    return {p: c.image for p, c in checks.items() if c.usable and c.image is not None}

@@ -6,9 +6,12 @@ Commands wire these to the terminal; tests and benchmarks call them directly.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterctl.image.lock import LockedImage
+from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
 from clusterctl.run.ansible import ConfigureResult, run_playbook
@@ -34,6 +37,8 @@ class UpResult:
     readiness: Readiness | None = None
     timings: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    # Nodes made from their profile's locked image: they ran the configure stage only.
+    baked: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -59,9 +64,20 @@ def _timed(timings: dict[str, float], name: str, started: float) -> None:
 
 
 def up(
-    validated: Validated, state: StateDir, events: EventBus, *, out_dir: Path | None = None, yes: bool = False
+    validated: Validated,
+    state: StateDir,
+    events: EventBus,
+    *,
+    out_dir: Path | None = None,
+    yes: bool = False,
+    images: Mapping[str, LockedImage] | None = None,
 ) -> UpResult:
-    """Bring the cluster to the plan. The caller holds the state lock."""
+    """Bring the cluster to the plan. The caller holds the state lock.
+
+    ``images``: hardware profile -> its locked image (clusterctl.lock, checked by the caller). New
+    nodes of those profiles are made from it and, like every node already made from it, run the
+    configure stage only; the others run both stages.
+    """
     plan = validated.plan
     t0 = time.monotonic()
     events.phase("render")
@@ -72,11 +88,19 @@ def up(
 
     t1 = time.monotonic()
     events.phase("provision")
-    provider = for_kind(plan.cluster.provider)
+    locked = dict(images or {})
+    provider = for_kind(plan.cluster.provider, locked) if locked else for_kind(plan.cluster.provider)
     state.update(
         provider=plan.cluster.provider, spec=plan.cluster.spec_file, build_dir=str(build_dir), status="provisioning"
     )
     result.hosts = provider.provision(plan, build_dir, state.path, yes=yes, events=events)
+    result.baked = baked_hosts(plan, result.hosts, locked)
+    write_stage_inventory(build_dir, plan, result.baked)
+    if result.baked:
+        events.info(
+            f"{len(result.baked)} node(s) made from their profile's locked image run the configure stage only",
+            phase="provision",
+        )
     if plan.burst_cloud:
         # Each cloud burst group's base (security group/firewall/NSG, launch templates) is made
         # here with the operator's credentials; the controller's can only launch and delete.
