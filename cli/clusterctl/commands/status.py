@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from clusterctl.app import App
@@ -17,9 +19,12 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.commands.image import lock_option
+from clusterctl.image.drift import DPKG_QUERY, PackageListError, compare_packages, parse_packages
+from clusterctl.image.lock import LockedImage, LockError, expected_packages, lock_path, read_lock
 from clusterctl.plan import Plan
 from clusterctl.render import render_files
-from clusterctl.run.executor import executor_for
+from clusterctl.run.executor import Executor, executor_for, run_many
 from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.state import StateDir, StateDirError
 
@@ -37,8 +42,41 @@ def power_state(raw: str, machine: str) -> str:
     return "up" if machine == "running" else "powered down"
 
 
-def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
-    """Everything ``status`` reports, as data."""
+def package_drift(
+    plan: Plan, remote: Executor, machines: Mapping[str, str], images: Mapping[str, LockedImage]
+) -> dict[str, dict[str, Any]]:
+    """Each existing node's packages against its profile's locked image: one dpkg-query per node, all at once.
+
+    Returns hostname -> ``PackageDrift.to_dict()`` plus ``summary``, or ``{"error": ...}`` when the
+    node's list could not be read. Nodes whose profile has no locked image are left out.
+    """
+    nodes = [
+        n
+        for n in plan.nodes
+        if n.hardware in images
+        and (machines.get(n.hostname) == "running" if plan.cluster.provider == "local" or n.burst else True)
+    ]
+    out: dict[str, dict[str, Any]] = {}
+    answers = run_many(remote, [(n.hostname, DPKG_QUERY, 60.0) for n in nodes])
+    for node, (rc, text, err) in zip(nodes, answers, strict=True):
+        if rc != 0:
+            why = (err.strip().splitlines() or [f"exit {rc}"])[-1]
+            out[node.hostname] = {"error": f"dpkg-query failed: {why}"}
+            continue
+        try:
+            installed = parse_packages(text)
+        except PackageListError as exc:
+            out[node.hostname] = {"error": str(exc)}
+            continue
+        drift = compare_packages(images[node.hardware].packages, installed)
+        out[node.hostname] = {**drift.to_dict(), "summary": drift.summary()}
+    return out
+
+
+def collect_status(
+    plan: Plan, state: StateDir, images: Mapping[str, LockedImage] | None = None, lock_file: str = ""
+) -> dict[str, Any]:
+    """Everything ``status`` reports, as data (``images``: the lock's, for the packages column)."""
     machines = for_kind(plan.cluster.provider).status(plan, state.path)
     remote = executor_for(plan, state.path)
     controller = plan.slurm.controllers[0]
@@ -72,10 +110,16 @@ def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
         drift.append(f"{host}: known to Slurm but not in the spec")
     if versions.get("slurm") and not versions["slurm"].startswith(plan.cluster.versions["slurm"]):
         drift.append(f"Slurm {versions['slurm']} runs, the spec pins {plan.cluster.versions['slurm']}")
+    packages = package_drift(plan, remote, machines, images or {})
+    for host, found in sorted(packages.items()):
+        if found.get("error"):
+            drift.append(f"{host}: its packages could not be read: {found['error']}")
+        elif found["drifted"]:
+            drift.append(f"{host}: packages differ from {lock_file or 'the lock'}: {found['summary']}")
     nodes = []
     for node in plan.nodes:
         raw = slurm.get(node.hostname, "-")
-        entry = {
+        entry: dict[str, Any] = {
             "hostname": node.hostname,
             "role": node.role,
             "machine": machines.get(node.hostname, "missing"),
@@ -85,6 +129,8 @@ def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
         }
         if node.burst:
             entry["power"] = power_state(raw, entry["machine"])
+        if node.hostname in packages:
+            entry["packages"] = packages[node.hostname]
         nodes.append(entry)
     return {
         "cluster": plan.cluster.name,
@@ -97,28 +143,57 @@ def collect_status(plan: Plan, state: StateDir) -> dict[str, Any]:
     }
 
 
+def _packages_cell(node: dict[str, Any]) -> str:
+    found = node.get("packages")
+    if found is None:
+        return ""
+    if found.get("error"):
+        return escape(f"unread: {found['error']}")
+    if found["drifted"]:
+        return escape(f"drift: {found['summary']}")
+    return "ok" + (f" (+{len(found['extra'])} not in the image)" if found["extra"] else "")
+
+
 @click.command("status")
 @spec_argument
 @state_dir_option
+@lock_option
 @output_option
 @click.pass_obj
 @handle_internal_errors
-def status_cmd(app: App, spec: str, state_dir: Path, output: str) -> None:
-    """Show each node's machine and Slurm state, versions, and drift between SPEC and what runs."""
+def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, output: str) -> None:
+    """Show each node's machine and Slurm state, versions, and drift between SPEC and what runs.
+
+    With a clusterctl.lock beside SPEC, each node's installed packages are compared with its
+    profile's locked image (the packages column: a changed or removed package is drift; packages
+    the image has not are counted, not drift).
+    """
     app.output = output
     plan = validated_or_exit(app, spec, (), False).plan
+    path = lock_path(spec, lock_file)
     try:
-        data = collect_status(plan, StateDir(state_dir, plan.cluster.name))
+        lock = read_lock(path)
+    except LockError as exc:
+        app.display_warning(f"{exc} Packages are not compared.")
+        lock = None
+    if lock is not None and lock.cluster != plan.cluster.name:
+        app.display_warning(f"{path} is the lock of cluster {lock.cluster}; packages are not compared (--lock).")
+    images = expected_packages(lock, plan.cluster.name)
+    try:
+        data = collect_status(plan, StateDir(state_dir, plan.cluster.name), images, str(path))
     except (ProviderError, StateDirError) as exc:
         app.abort(str(exc), 1)
     if app.json:
         app.print_json(data)
         return
     table = Table(title=f"Cluster {plan.cluster.name} ({plan.cluster.provider}): {data['state']}")
-    for col in ("node", "role", "machine", "slurm", "power", "GPUs", "reason"):
+    columns = ["node", "role", "machine", "slurm", "power", "GPUs", "reason"]
+    if images:
+        columns.append("packages")
+    for col in columns:
         table.add_column(col)
     for node in data["nodes"]:
-        table.add_row(
+        row = [
             node["hostname"],
             node["role"],
             node["machine"],
@@ -126,7 +201,10 @@ def status_cmd(app: App, spec: str, state_dir: Path, output: str) -> None:
             node.get("power", ""),
             node["gpus"],
             node["reason"],
-        )
+        ]
+        if images:
+            row.append(_packages_cell(node))
+        table.add_row(*row)
     app.out.print(table)
     versions = data["versions"]
     app.out.print(

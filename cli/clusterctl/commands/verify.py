@@ -16,6 +16,8 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.commands.image import lock_option
+from clusterctl.image.lock import LockError, expected_packages, lock_path, read_lock
 from clusterctl.pipeline import default_build_dir
 from clusterctl.render.builddir import BuildDirError
 from clusterctl.run.executor import UNREACHABLE_RC, executor_for
@@ -49,6 +51,7 @@ def _names(values: tuple[str, ...]) -> list[str]:
     help="nccl-tests program on the nodes [where roles/nccl installs it].",
 )
 @click.option("--fio-size", default="256m", show_default=True, metavar="SIZE", help="fio data per job per node.")
+@lock_option
 @state_dir_option
 @output_option
 @click.pass_obj
@@ -62,6 +65,7 @@ def verify_cmd(
     no_drain: bool,
     nccl_binary: str,
     fio_size: str,
+    lock_file: Path | None,
     state_dir: Path,
     output: str,
 ) -> None:
@@ -69,8 +73,9 @@ def verify_cmd(
 
     Checks: Slurm (nodes up, GRES, partitions), time sync, GPU inventory, GPU-NIC
     locality, InfiniBand ports, DCGM diagnostics, storage (fio), the transport NCCL
-    chose between two nodes (no socket fallback) and NCCL over a test plan shaped by
-    the fabric. The report goes to <out>/verify/report.{json,html}.
+    chose between two nodes (no socket fallback), NCCL over a test plan shaped by
+    the fabric, and each node's packages against its image in clusterctl.lock (a changed
+    or removed package fails). The report goes to <out>/verify/report.{json,html}.
     Exit 0 when nothing failed, 1 when a check failed.
     """
     app.output = output
@@ -80,11 +85,19 @@ def verify_cmd(
         select_checks(_names(only), _names(skip))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--only/--skip") from None
+    path = lock_path(spec, lock_file)
+    try:
+        lock = read_lock(path)
+    except LockError as exc:
+        app.abort(str(exc))
+    if lock is not None and lock.cluster != plan.cluster.name:
+        app.display_warning(f"{path} is the lock of cluster {lock.cluster}; packages are not checked (--lock).")
     options = VerifyOptions(
         only=frozenset(_names(only)),
         skip=frozenset(_names(skip)),
         nccl=NcclOptions(binary=nccl_binary),
         fio_size=fio_size,
+        locked_images=expected_packages(lock, plan.cluster.name),
     )
     try:
         # Nodes are reached as `up` recorded them: its known_hosts, key and bastion (never trust on first use).

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from clusterctl.hostlist import compress, expand
+from clusterctl.image.drift import DPKG_QUERY, PackageListError, compare_packages, parse_packages
+from clusterctl.image.lock import LockedImage
 from clusterctl.plan.models import Plan, PlanNode, StoragePlan
 from clusterctl.run.executor import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
 from clusterctl.verify.gpu_inventory import judge_gpu_inventory
@@ -80,6 +82,8 @@ class VerifyOptions:
         fio_timeout_s: Timeout of one node's fio run.
         max_parallel: Commands in flight at once.
         max_time_offset_s: Largest clock offset that passes the time check.
+        locked_images: Hardware profile -> its image in clusterctl.lock (the packages check runs
+            only with a lock).
     """
 
     only: frozenset[str] = frozenset()
@@ -93,6 +97,7 @@ class VerifyOptions:
     fio_timeout_s: float = 900.0
     max_parallel: int = 64
     max_time_offset_s: float = MAX_TIME_OFFSET_S
+    locked_images: Mapping[str, LockedImage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1131,6 +1136,74 @@ def _with_blame(outcome: Outcome, blamed: dict[str, str]) -> Outcome:
     return replace(outcome, blame=hosts) if hosts else outcome
 
 
+class PackagesCheck(NodeCheck):
+    """A node's installed packages against its profile's image in clusterctl.lock (one dpkg-query per node).
+
+    A package of the image at another version, or gone, fails the node, named; packages the image
+    has not (the configure stage installs some on purpose) are counted, never failed
+    (`clusterctl.image.drift`).
+    """
+
+    name = "packages"
+    title = "packages against clusterctl.lock"
+    result_name = "packages.lock"
+    tool = "dpkg-query"
+    install_hint = "The node is not a Debian or Ubuntu machine; the lock records dpkg's packages."
+
+    def nodes(self, ctx: VerifyContext) -> list[PlanNode]:
+        """Every node that exists."""
+        return [n for n in ctx.plan.nodes if not n.burst]
+
+    def run(self, ctx: VerifyContext) -> list[Outcome]:
+        """Nothing without a lock (a cluster without baked images verifies as it always did)."""
+        return super().run(ctx) if ctx.options.locked_images else []
+
+    def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
+        """Skipped for a profile the lock has no image of."""
+        if node.hardware not in ctx.options.locked_images:
+            return f"skipped: clusterctl.lock has no image of hardware profile {node.hardware}"
+        return None
+
+    def command(self, ctx: VerifyContext, node: PlanNode) -> str:
+        """``dpkg-query -W`` with status, package and version."""
+        return DPKG_QUERY
+
+    def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> CheckResult:
+        """Every package of the image at its locked version; the differences named."""
+        image = ctx.options.locked_images[node.hardware]
+        try:
+            installed = parse_packages(output)
+        except PackageListError as exc:
+            raise ParseError(str(exc), 0, "") from None
+        drift = compare_packages(image.packages, installed)
+        figures: dict[str, float | int | str] = {
+            "image": image.hash[:12],
+            "locked": len(image.packages),
+            "changed": len(drift.changed),
+            "missing": len(drift.missing),
+            "extra": len(drift.extra),
+        }
+        extra = f"; {len(drift.extra)} package(s) not in the image (not checked)" if drift.extra else ""
+        if drift.drifted:
+            parts = drift.differences()
+            named = "; ".join(parts[:20]) + (f"; {len(parts) - 20} more" if len(parts) > 20 else "")
+            return _failed(
+                self.result_name,
+                node.hostname,
+                f"{len(parts)} package(s) of the {node.hardware} image differ on {node.hostname}: {named}{extra}.",
+                "Install the locked versions again (apt-get install --allow-downgrades NAME=VERSION), or make the "
+                "node anew from the locked image.",
+                **figures,
+            )
+        return CheckResult(
+            self.result_name,
+            node.hostname,
+            Verdict.PASS,
+            figures,
+            f"Every package of the {node.hardware} image ({len(image.packages)}) is at its locked version{extra}.",
+        )
+
+
 CHECKS: tuple[type[Check], ...] = (
     SlurmCheck,
     TimeSyncCheck,
@@ -1141,5 +1214,6 @@ CHECKS: tuple[type[Check], ...] = (
     StorageCheck,
     TransportCheck,
     NcclCheck,
+    PackagesCheck,
 )
 CHECK_NAMES: tuple[str, ...] = tuple(c.name for c in CHECKS)
