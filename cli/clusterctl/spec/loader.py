@@ -73,8 +73,10 @@ def _plain(node: Any, path: FieldPath, pos: Positions) -> Any:
         out: dict[Any, Any] = {}
         for key in node:
             sub = (*path, key if isinstance(key, str | int) else str(key))
-            kl, kc = node.lc.key(key)
-            vl, vc = node.lc.value(key)
+            # A key that came in through a merge (`<<: *defaults`) has no position of its own in
+            # this mapping: it is placed at the mapping itself.
+            here = (node.lc.data or {}).get(key)
+            kl, kc, vl, vc = here if here else (node.lc.line, node.lc.col, node.lc.line, node.lc.col)
             pos.keys[sub] = (kl + 1, kc + 1)
             pos.values[sub] = (vl + 1, vc + 1)
             out[key] = _plain(node[key], sub, pos)

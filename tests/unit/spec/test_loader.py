@@ -132,3 +132,25 @@ def test_bandwidth_units(written: str, bytes_per_s: float) -> None:
     value = _bandwidth(written)
     assert value.bytes_per_s == pytest.approx(bytes_per_s)
     assert str(value) == written
+
+
+def test_merge_keys_load_and_errors_inside_them_are_located(tmp_path: Path) -> None:
+    # Keys that come in through `<<:` have no position of their own; they are placed at the mapping.
+    text = (
+        (EXAMPLES / "local.yaml")
+        .read_text()
+        .replace("provider: {kind: local}", "defaults: &d {kind: local}\nprovider: {<<: *d}", 1)
+    )
+    assert "<<: *d" in text
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    (finding,) = info.value.findings
+    assert finding.path == ("defaults",)
+    path.write_text(text.replace("defaults: &d {kind: local}\n", "").replace("{<<: *d}", "{<<: {kind: local}}"))
+    assert load_spec(path).spec.provider.kind == "local"
+    path.write_text("<<: {kind: evil}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert all(f.line == 1 for f in info.value.findings)
