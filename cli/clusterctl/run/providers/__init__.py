@@ -26,7 +26,7 @@ def for_kind(kind: str, images: Mapping[str, LockedImage] | None = None) -> Prov
         return BaremetalProvider()
     from clusterctl.run.providers.cloud import CloudProvider
 
-    return CloudProvider(kind)
+    return CloudProvider(kind, images=images)
 
 
 __all__ = ["Provider", "ProviderError", "ProvisionedHost", "for_kind"]

@@ -11,8 +11,10 @@ first use. destroy: preview, ask, ``pulumi destroy``. status: the stack's view o
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from clusterctl.plan.models import Plan
 from clusterctl.run.events import EventBus
@@ -41,19 +43,30 @@ def default_confirm(question: str) -> bool:
 
 
 class CloudProvider:
-    """Provisions a cluster's machines on AWS, GCP or Azure from ``plan.cloud``."""
+    """Provisions a cluster's machines on AWS, GCP or Azure from ``plan.cloud``.
 
-    def __init__(self, kind: str, confirm: Confirm | None = None) -> None:
+    ``images``: hardware profile -> its locked image (clusterctl.lock: a ``LockedImage``, or just its
+    reference). The nodes of those profiles boot it (``CloudInstanceGroupPlan.image``) and are
+    reported as made from it, so `up` runs only the configure stage on them.
+    """
+
+    def __init__(self, kind: str, confirm: Confirm | None = None, images: Mapping[str, Any] | None = None) -> None:
         if kind not in ("aws", "gcp", "azure"):
             raise ValueError(f"not a cloud provider: {kind}")
         self.kind = kind
         self.confirm = confirm or default_confirm
+        self.images = dict(images or {})
 
     def _stack(self, plan: Plan, build_dir: Path, state_dir: Path, events: EventBus) -> PulumiStack:
         if plan.cloud is None or plan.cluster.provider != self.kind:
             raise ProviderError(f"the plan is not a {self.kind} plan; re-render it with `clusterctl render`")
+        if self.images:
+            from clusterctl.image.cloud import apply_locked_images
+
+            plan = apply_locked_images(plan, self.images)
         _, client = ensure_client_key(state_dir, plan.cluster.name)
-        names = [n.hostname for n in plan.nodes if not n.burst] + ([BASTION] if plan.cloud.bastion else [])
+        bastion = [BASTION] if plan.cloud is not None and plan.cloud.bastion else []
+        names = [n.hostname for n in plan.nodes if not n.burst] + bastion
         host_keys = ensure_host_keys(state_dir, names)
         return PulumiStack(plan, build_dir, state_dir, ssh_public_key=client.public, host_keys=host_keys, events=events)
 
@@ -85,6 +98,11 @@ class CloudProvider:
                 "the plan has a bastion but the stack outputs name none, so the nodes cannot be reached through it; "
                 "run `clusterctl up` again"
             )
+        if self.images:
+            from clusterctl.image.cloud import image_hashes
+
+            hashes = image_hashes(plan, self.images, state_dir)
+            hosts = [replace(h, image_hash=hashes.get(plan.node(h.hostname).hardware)) for h in hosts]
         write_ssh_inventory(
             plan,
             hosts,
