@@ -608,6 +608,18 @@ class BmcPlan(PlanModel):
     ca_bundle: str | None = Field(None, description="PEM text of the only CAs trusted for the BMCs")
 
 
+class BaremetalImagePlan(PlanModel):
+    """A baked node image as a root filesystem archive the PXE server serves (clusterctl.lock, baremetal)."""
+
+    name: str = Field(description="clusterctl-<os>-<hash12>: the folder of its kernel and initramfs under images/")
+    hash: str = Field(description="the image's content hash")
+    archive: str = Field(description="the archive's file name under the PXE server's images/ (.tar.zst, .tar.gz)")
+    sha256: str = Field(description="the archive's sha256 (hex): the initramfs refuses any other")
+    default: Literal["install", "stateless"] = Field(
+        "install", description="what a machine's PXE menu boots by default: write the image to disk, or run from RAM"
+    )
+
+
 class BaremetalPlan(PlanModel):
     """PXE (dnsmasq + autoinstall) and Redfish facts of a bare-metal cluster."""
 
@@ -630,6 +642,10 @@ class BaremetalPlan(PlanModel):
     gateway: str
     dns: list[str]
     domain: str
+    images: dict[str, BaremetalImagePlan] = Field(
+        default_factory=dict,
+        description="node group -> the baked image (clusterctl.lock) its machines boot instead of the installer",
+    )
 
     @property
     def host_key_url(self) -> str:

@@ -14,6 +14,7 @@ Build-directory layout added here::
     pxe/tftp/pxelinux.cfg/01-<mac>          the same for legacy BIOS
     pxe/http/autoinstall/<group>/user-data  Ubuntu autoinstall (cloud-init) per node group
     pxe/http/autoinstall/<group>/meta-data
+    (with a bare-metal image in the lock, the per-machine boot files boot it: render/pxe_image.py)
     nccl/<hw>.env                           per-job NCCL environment (documented, KEY=value)
     nccl/<topology>-topo.xml                NCCL_TOPO_FILE for VM types whose PCI tree is hidden
     slurm/prolog.d/nccl-<hw>.sh             starts the vendor's per-job daemon (GCP RxDM)
@@ -29,6 +30,7 @@ from jinja2 import Environment
 
 from clusterctl.plan.models import BaremetalMachinePlan, NcclProfile, Plan
 from clusterctl.render.escape import RenderError, file_name
+from clusterctl.render.pxe_image import image_pxe_files
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
 FileSpec = tuple[str, str, int]
@@ -99,8 +101,11 @@ def _pxe_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileSp
         ("pxe/dnsmasq.conf", env.get_template("pxe/dnsmasq.conf.j2").render(**ctx, bm=bm, network=network), PUBLIC)
     )
     out.append(("pxe/tftp/grub/grub.cfg", env.get_template("pxe/grub.cfg.j2").render(**ctx, bm=bm), PUBLIC))
+    # Groups with a baked image in the lock boot it (render/pxe_image.py) instead of the installer.
+    image_files, imaged = image_pxe_files(bm, env, ctx)
+    out.extend(image_files)
     machine: BaremetalMachinePlan
-    for machine in bm.machines:
+    for machine in (m for m in bm.machines if m.hostname not in imaged):
         name = _mac_file(machine.mac)
         if bm.boot_mode == "UEFI":
             text = env.get_template("pxe/grub-host.cfg.j2").render(**ctx, bm=bm, machine=machine)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from clusterctl.image.lock import LockedImage
@@ -79,6 +79,13 @@ def up(
     configure stage only; the others run both stages.
     """
     plan = validated.plan
+    if plan.baremetal is not None and images:
+        # Machines of a profile with a locked bare-metal archive boot it: their PXE entries are rendered for it.
+        from clusterctl.image.baremetal import with_archives
+        from clusterctl.render.tree import render_files
+
+        plan = with_archives(plan, images)
+        validated = replace(validated, plan=plan, files=render_files(plan))
     t0 = time.monotonic()
     events.phase("render")
     build_dir, changed = render(validated, out_dir)
