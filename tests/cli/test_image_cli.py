@@ -75,8 +75,8 @@ def spec(tmp_path: Path) -> Path:
 @pytest.fixture
 def target(monkeypatch: pytest.MonkeyPatch) -> FakeTarget:
     fake = FakeTarget()
-    monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan: fake)
-    monkeypatch.setattr("clusterctl.commands.up.target_for", lambda plan: fake)
+    monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan, **where: fake)
+    monkeypatch.setattr("clusterctl.commands.up.target_for", lambda plan, **where: fake)
     monkeypatch.setattr(
         "clusterctl.image.build.run_playbook", lambda *a, **k: ConfigureResult(status="successful", rc=0)
     )
@@ -155,7 +155,7 @@ def test_unknown_profile_is_refused(tmp_path: Path, spec: Path, target: FakeTarg
 
 def test_failed_install_leaves_the_lock_alone(tmp_path: Path, spec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeTarget()
-    monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan: fake)
+    monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan, **where: fake)
     failed = ConfigureResult(status="failed", rc=2, failures=[HostFailure("clusterctl-image", "Install x", "no x")])
     monkeypatch.setattr("clusterctl.image.build.run_playbook", lambda *a, **k: failed)
     result = build(tmp_path, spec)
@@ -174,10 +174,16 @@ def test_another_clusters_lock_is_not_overwritten(tmp_path: Path, spec: Path, ta
     assert build(tmp_path, spec, "--lock", str(tmp_path / "mine.lock")).exit_code == 0
 
 
-def test_image_build_for_a_cloud_provider_says_it_is_not_there(tmp_path: Path) -> None:
+def test_image_build_for_a_cloud_provider_without_the_pulumi_cli(tmp_path: Path, monkeypatch) -> None:
+    """The cloud targets run stacks/image through Pulumi: without its CLI, the adapter's message and no lock."""
+    import clusterctl.run.pulumi as adapter
+
+    monkeypatch.setattr(adapter.shutil, "which", lambda name: None)
     result = invoke(tmp_path, "image", "build", str(EXAMPLES / "aws-p5.yaml"), "--lock", str(tmp_path / "x.lock"))
     assert result.exit_code == 1
-    assert "baked images for provider aws are not available in this clusterctl" in result.stderr
+    assert "The Pulumi CLI (`pulumi`) is not on PATH" in result.stderr
+    assert "The lock was not changed" in result.stderr
+    assert not (tmp_path / "x.lock").exists()
 
 
 # --- up --locked ------------------------------------------------------------------------------

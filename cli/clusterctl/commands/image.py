@@ -82,12 +82,12 @@ def image_build_cmd(
     plan = validated.plan
     if not app.json:
         app.show_findings(validated.findings)
+    state = StateDir(state_dir, plan.cluster.name)
     try:
-        target = target_for(plan)
+        target = target_for(plan, state_dir=state.path, build_dir=build_root / plan.cluster.name)
     except ImageBuildError as exc:
         app.abort(f"{exc}. Nothing was built.")
     lock = lock_path(spec, lock_file)
-    state = StateDir(state_dir, plan.cluster.name)
     bus = EventBus()
     live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
