@@ -32,6 +32,7 @@ from clusterctl_stack import (
     OUT_BASTION,
     OUT_HOST_KEYS,
     OUT_LUSTRE,
+    OUT_NODE_IMAGES,
     OUT_NODES,
     OUT_SSH_USER,
     HostKey,
@@ -306,12 +307,14 @@ class AwsNodeGroup(pulumi.ComponentResource):
     """The instances of one node group; GPU groups get one EFA launch template per node."""
 
     private_ips: dict[str, pulumi.Output[str]]
+    images: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: AwsNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:aws:NodeGroup", name, None, opts)
         cloud, group = args.cloud, args.group
         child = pulumi.ResourceOptions(parent=self)
         self.private_ips = {}
+        self.images = {}
         for host, address in zip(group.hosts, group.addresses, strict=True):
             node = args.plan.node(host)
             user_data = cloud_init(
@@ -342,6 +345,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
                     opts=child,
                 )
             self.private_ips[host] = instance.private_ip
+            # The AMI EC2 launched it from (for a launch template's instance, the template's then).
+            self.images[host] = instance.ami
         self.register_outputs({"privateIps": self.private_ips})
 
     def _efa_instance(
@@ -500,6 +505,7 @@ class AwsCluster(pulumi.ComponentResource):
     """Everything of one clusterctl cluster on AWS."""
 
     nodes: pulumi.Output[dict[str, str]]
+    node_images: pulumi.Output[dict[str, str]]
     lustre: dict[str, pulumi.Output[str]]
     bastion_address: pulumi.Output[str] | None
 
@@ -512,6 +518,7 @@ class AwsCluster(pulumi.ComponentResource):
         network = AwsNetwork(f"{name}-net", AwsNetworkArgs(cloud=cloud), opts=child)
         placement = placement_group(name, cloud, child)
         ips: dict[str, pulumi.Output[str]] = {}
+        images: dict[str, pulumi.Output[str]] = {}
         for group_plan in cloud.groups:
             nodes = AwsNodeGroup(
                 f"{name}-{group_plan.group}",
@@ -528,7 +535,9 @@ class AwsCluster(pulumi.ComponentResource):
                 opts=child,
             )
             ips.update(nodes.private_ips)
+            images.update(nodes.images)
         self.nodes = pulumi.Output.all(**ips)
+        self.node_images = pulumi.Output.all(**images)
         self.lustre = {}
         storage_subnet = network.subnet_ids.get("storage", network.subnet_ids["nodes"])
         for fs in cloud.managed_lustre:
@@ -578,6 +587,7 @@ def deploy(inputs: StackInputs) -> AwsCluster:
     cloud = plan.cloud
     assert cloud is not None
     pulumi.export(OUT_NODES, cluster.nodes)
+    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
     pulumi.export(OUT_SSH_USER, cloud.ssh_user)
     pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
     pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})

@@ -35,6 +35,7 @@ from clusterctl_stack import (
     OUT_BASTION,
     OUT_HOST_KEYS,
     OUT_LUSTRE,
+    OUT_NODE_IMAGES,
     OUT_NODES,
     OUT_SSH_USER,
     HostKey,
@@ -61,6 +62,17 @@ def image_reference(urn: str) -> azure.compute.ImageReferenceArgsDict:
         return {"id": urn}
     publisher, offer, sku, version = urn.split(":")
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+def _image_of(profile: Any) -> str:
+    """The image a VM's storage profile names (``id``, or ``publisher:offer:sku:version``)."""
+    ref = getattr(profile, "image_reference", None)
+    if ref is None:
+        return ""
+    if getattr(ref, "id", None):
+        return str(ref.id)
+    parts = [getattr(ref, key, None) or "" for key in ("publisher", "offer", "sku", "version")]
+    return ":".join(parts) if any(parts) else ""
 
 
 def _custom_data(text: str) -> pulumi.Output[str]:
@@ -287,6 +299,7 @@ class AzureNodeGroup(pulumi.ComponentResource):
     """One node group: VMs with static NICs; GPU groups in one single-placement-group scale set."""
 
     private_ips: dict[str, pulumi.Output[str]]
+    images: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: AzureNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:azure:NodeGroup", name, None, opts)
@@ -298,6 +311,7 @@ class AzureNodeGroup(pulumi.ComponentResource):
             scale_set_id = scale_set(f"{name}-vmss", cloud, group, rg, child).id
         reservation = cloud.capacity_reservation_group_id if group.capacity_reservation else None
         self.private_ips = {}
+        self.images = {}
         for host, address in zip(group.hosts, group.addresses, strict=True):
             node = args.plan.node(host)
             nic = azure.network.NetworkInterface(
@@ -318,7 +332,7 @@ class AzureNodeGroup(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
-            _vm(
+            vm = _vm(
                 f"{name}-{host}",
                 cloud=cloud,
                 rg=rg,
@@ -341,6 +355,8 @@ class AzureNodeGroup(pulumi.ComponentResource):
             self.private_ips[host] = nic.ip_configurations.apply(
                 lambda configs: (configs or [])[0].private_ip_address or "" if configs else ""
             )
+            # The image the VM was made from: a gallery image version by id, a marketplace image by URN.
+            self.images[host] = vm.storage_profile.apply(_image_of)
         self.register_outputs({"privateIps": self.private_ips})
 
 
@@ -392,6 +408,7 @@ class AzureCluster(pulumi.ComponentResource):
     """Everything of one clusterctl cluster on Azure."""
 
     nodes: pulumi.Output[dict[str, str]]
+    node_images: pulumi.Output[dict[str, str]]
     lustre: dict[str, pulumi.Output[str]]
     bastion_address: pulumi.Output[str] | None
 
@@ -407,6 +424,7 @@ class AzureCluster(pulumi.ComponentResource):
         )
         network = AzureNetwork(f"{name}-net", AzureNetworkArgs(cloud=cloud, resource_group=rg.name), opts=child)
         ips: dict[str, pulumi.Output[str]] = {}
+        images: dict[str, pulumi.Output[str]] = {}
         for group_plan in cloud.groups:
             nodes = AzureNodeGroup(
                 f"{name}-{group_plan.group}",
@@ -422,7 +440,9 @@ class AzureCluster(pulumi.ComponentResource):
                 opts=child,
             )
             ips.update(nodes.private_ips)
+            images.update(nodes.images)
         self.nodes = pulumi.Output.all(**ips)
+        self.node_images = pulumi.Output.all(**images)
         self.lustre = {}
         for fs in cloud.managed_lustre:
             lustre = AzureManagedLustre(
@@ -496,6 +516,7 @@ def deploy(inputs: StackInputs) -> AzureCluster:
     cloud = plan.cloud
     assert cloud is not None
     pulumi.export(OUT_NODES, cluster.nodes)
+    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
     pulumi.export(OUT_SSH_USER, cloud.ssh_user)
     pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
     pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})

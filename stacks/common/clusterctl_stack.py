@@ -44,6 +44,7 @@ OUT_HOST_KEYS = "hostKeys"  # hostname -> public host key line ("ssh-ed25519 AAA
 OUT_BASTION = "bastion"  # {"address": public address, "user": ..., "hostKey": ...} or absent
 OUT_LUSTRE = "lustre"  # tier name -> {"source": "<mgs>@tcp:/<fsname>", "mount": ...}
 OUT_SSH_USER = "sshUser"
+OUT_NODE_IMAGES = "nodeImages"  # hostname -> the image the instance was made from (the cloud's answer)
 
 
 @dataclass

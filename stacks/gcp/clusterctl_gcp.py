@@ -53,6 +53,7 @@ from clusterctl_stack import (
     OUT_BASTION,
     OUT_HOST_KEYS,
     OUT_LUSTRE,
+    OUT_NODE_IMAGES,
     OUT_NODES,
     OUT_SSH_USER,
     HostKey,
@@ -294,6 +295,7 @@ class GcpNodeGroup(pulumi.ComponentResource):
     """The instances of one node group, each with the NICs the plan lists after nic0 (GPU, host, RDMA)."""
 
     private_ips: dict[str, pulumi.Output[str]]
+    images: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: GcpNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:gcp:NodeGroup", name, None, opts)
@@ -301,6 +303,7 @@ class GcpNodeGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         labels = dict(cloud.labels)
         self.private_ips = {}
+        self.images = {}
         missing = sorted({nic.subnetwork for nic in group.nics} - set(args.nic_subnet_ids))
         if missing:
             raise ValueError(f"group {group.group}: its NICs' subnetworks are not made: {', '.join(missing)}")
@@ -362,6 +365,10 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 opts=child,
             )
             self.private_ips[host] = instance.network_interfaces.apply(lambda n: n[0].network_ip or "")
+            # The image the boot disk was made from (a family resolved to its image by then).
+            self.images[host] = instance.boot_disk.apply(
+                lambda d: (d.initialize_params.image or "") if d and d.initialize_params else ""
+            )
         self.register_outputs({"privateIps": self.private_ips})
 
 
@@ -411,6 +418,7 @@ class GcpCluster(pulumi.ComponentResource):
     """Everything of one clusterctl cluster on Google Cloud."""
 
     nodes: pulumi.Output[dict[str, str]]
+    node_images: pulumi.Output[dict[str, str]]
     lustre: dict[str, pulumi.Output[str]]
     bastion_address: pulumi.Output[str] | None
 
@@ -423,6 +431,7 @@ class GcpCluster(pulumi.ComponentResource):
         network = GcpNetwork(f"{name}-net", GcpNetworkArgs(cloud=cloud), opts=child)
         policy = compact_policy(name, cloud, child)
         ips: dict[str, pulumi.Output[str]] = {}
+        images: dict[str, pulumi.Output[str]] = {}
         for group_plan in cloud.groups:
             nodes = GcpNodeGroup(
                 f"{name}-{group_plan.group}",
@@ -439,7 +448,9 @@ class GcpCluster(pulumi.ComponentResource):
                 opts=child,
             )
             ips.update(nodes.private_ips)
+            images.update(nodes.images)
         self.nodes = pulumi.Output.all(**ips)
+        self.node_images = pulumi.Output.all(**images)
         self.lustre = {}
         if cloud.managed_lustre:
             psa: list[pulumi.Resource] = []
@@ -521,6 +532,7 @@ def deploy(inputs: StackInputs) -> GcpCluster:
     cloud = plan.cloud
     assert cloud is not None
     pulumi.export(OUT_NODES, cluster.nodes)
+    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
     pulumi.export(OUT_SSH_USER, cloud.ssh_user)
     pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
     pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})

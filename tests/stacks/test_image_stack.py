@@ -62,10 +62,19 @@ AZURE_DISK = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/dis
 
 
 class ImageMocks(RecordingMocks):
-    """RecordingMocks that also answer what the cloud fills in on a builder: its boot/OS disk."""
+    """RecordingMocks that also answer what the cloud fills in: a builder's boot/OS disk, an instance's AMI."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._template_images: dict[str, str] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         rid, outputs = super().new_resource(args)
+        if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            self._template_images[rid] = args.inputs["imageId"]
+        if args.typ == AWS_INSTANCE and "launchTemplate" in args.inputs:
+            # EC2 launches it from the template's AMI and reports that AMI.
+            outputs["ami"] = self._template_images[args.inputs["launchTemplate"]["id"]]
         if args.typ == GCP_INSTANCE:
             outputs["bootDisk"] = {**outputs.get("bootDisk", {}), "source": GCP_DISK + args.inputs["name"]}
             nics = outputs["networkInterfaces"]
@@ -490,3 +499,36 @@ def test_cluster_stack_boots_the_locked_image_of_each_profile(plans, kind: str) 
         assert image_of(host) != expected_locked, host
         if kind != "azure":
             assert image_of(host) == base, host
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
+def test_cluster_stack_exports_the_image_each_node_was_made_from(plans, kind: str) -> None:
+    """clusterctl runs only the configure stage on a node the cloud says was made from the locked image."""
+    from clusterctl_aws import deploy as aws_deploy  # isort: skip
+    from clusterctl_azure import deploy as azure_deploy  # isort: skip
+    from clusterctl_gcp import deploy as gcp_deploy  # isort: skip
+
+    plan = plans[kind].model_copy(deep=True)
+    profile = _profile(kind)
+    for group in plan.cloud.groups:
+        if group.hardware == profile:
+            group.image = LOCKED[kind]
+    deploy_cluster = {"aws": aws_deploy, "gcp": gcp_deploy, "azure": azure_deploy}[kind]
+    exported: dict[str, Any] = {}
+    resolved: dict[str, Any] = {}
+
+    def program() -> Any:
+        original = pulumi.export
+        try:
+            pulumi.export = lambda key, value: exported.__setitem__(key, value)  # type: ignore[assignment]
+            deploy_cluster(StackInputs(plan=plan, ssh_public_key="k"))
+        finally:
+            pulumi.export = original
+        return pulumi.Output.from_input(exported["nodeImages"]).apply(resolved.update)
+
+    run(program, ImageMocks())
+    hardware = {n.hostname: n.hardware for n in plan.nodes if not n.burst}
+    assert set(resolved) == set(hardware)
+    base = plan.cloud.image if kind != "azure" else "Canonical:ubuntu-24_04-lts:server:latest"
+    for host, hw in hardware.items():
+        assert resolved[host] == (LOCKED[kind] if hw == profile else base), host

@@ -47,6 +47,7 @@ from clusterctl.run.pulumi import (
     PulumiError,
     PulumiStack,
     StackTarget,
+    output_mapping,
     require_pulumi_cli,
 )
 from clusterctl.run.sshkeys import KeyPair, ensure_client_key, ensure_host_keys
@@ -66,6 +67,7 @@ CONFIG = {
 }
 OUT_IMAGE = "image"
 OUT_IMAGE_SOURCE = "imageSource"
+OUT_NODE_IMAGES = "nodeImages"  # stacks/common/clusterctl_stack.py OUT_NODE_IMAGES (the cluster stacks)
 SEAL_PLAYBOOK = "image_seal.yml"
 RECORDS = Path("images") / "cloud"
 PHASE = "image"
@@ -158,6 +160,43 @@ def image_hashes(plan: Plan, images: Mapping[str, str | LockedImage], state_dir:
         digest = records.get(image) if isinstance(image, str) else image.hash
         if digest:
             out[profile] = digest
+    return out
+
+
+def same_image(booted: str | None, ref: str | None) -> bool:
+    """Whether the image a cloud says an instance was made from is the locked reference.
+
+    GCP answers with a full URL where the lock may hold a partial one (``projects/...``), and Azure
+    resource ids compare without case.
+    """
+    if not booted or not ref:
+        return False
+
+    def norm(text: str) -> str:
+        text = text.strip().casefold()
+        at = text.find("projects/")
+        return text[at:] if text.startswith("https://") and at >= 0 else text
+
+    return norm(booted) == norm(ref)
+
+
+def made_from_locked(
+    plan: Plan, images: Mapping[str, str | LockedImage], outputs: Mapping[str, Any], state_dir: Path
+) -> dict[str, str]:
+    """Hostname -> content hash, for each node the cluster stack reports as made from its profile's locked image.
+
+    Why the stack's answer and not the plan: a node made before the lock named an image keeps the
+    image it was made from until it is replaced; only a node really booted from the baked image
+    may skip the install stage. ``nodeImages`` is what the cloud says each instance was made from.
+    """
+    hashes = image_hashes(plan, images, state_dir)
+    refs = {p: (i if isinstance(i, str) else i.ref) for p, i in images.items()}
+    booted = output_mapping(dict(outputs), OUT_NODE_IMAGES, "the cluster stack")
+    out: dict[str, str] = {}
+    for node in plan.nodes:
+        digest = hashes.get(node.hardware)
+        if digest and same_image(booted.get(node.hostname), refs.get(node.hardware)):
+            out[node.hostname] = digest
     return out
 
 

@@ -18,7 +18,14 @@ import pytest
 from clusterctl.image import build as build_module
 from clusterctl.image import cloud as cloud_image
 from clusterctl.image.build import BuildJob, ImageBuildError, build_images
-from clusterctl.image.cloud import BUILDER, CloudImageTarget, apply_locked_images, image_hashes, image_target
+from clusterctl.image.cloud import (
+    BUILDER,
+    CloudImageTarget,
+    apply_locked_images,
+    image_hashes,
+    image_target,
+    same_image,
+)
 from clusterctl.image.drift import DPKG_QUERY
 from clusterctl.image.hash import ImageHash, builder_for
 from clusterctl.image.lock import LockedImage, read_lock
@@ -300,9 +307,18 @@ def test_image_hashes_from_the_lock_or_the_record(plan, tmp_path, monkeypatch) -
 
 
 def test_cloud_provider_boots_locked_images_and_reports_them(tmp_path, monkeypatch) -> None:
-    from tests.unit.cloud.test_providers import FakeStack as ClusterStack
+    from tests.unit.cloud.test_providers import FakeStack
 
-    ClusterStack.instances = []
+    class ClusterStack(FakeStack):
+        """A stack whose instances were made from their group's image, but gpu001 (made before the lock)."""
+
+        def up(self) -> UpSummary:
+            result = super().up()
+            images = {h: g.image or self.plan.cloud.image for g in self.plan.cloud.groups for h in g.hosts}
+            images["gpu001"] = self.plan.cloud.image
+            return UpSummary(changes=result.changes, outputs={**result.outputs, "nodeImages": images})
+
+    FakeStack.instances = []
     monkeypatch.setattr(cloud_provider, "PulumiStack", ClusterStack)
     monkeypatch.setattr(cloud_provider, "require_pulumi_cli", lambda: "/usr/bin/pulumi")
     validated = load_and_validate(EXAMPLES / "aws-p5.yaml")
@@ -310,11 +326,12 @@ def test_cloud_provider_boots_locked_images_and_reports_them(tmp_path, monkeypat
     locked = LockedImage(profile="p5", hash=DIGEST, target="aws", ref="ami-0locked", os="ubuntu-24.04", arch="amd64")
     provider = cloud_provider.CloudProvider("aws", images={"p5": locked})
     hosts = provider.provision(validated.plan, build, tmp_path / "state", yes=True, events=EventBus())
-    (stack,) = ClusterStack.instances
+    (stack,) = FakeStack.instances
     assert {g.hardware: g.image for g in stack.plan.cloud.groups} == {"head": None, "p5": "ami-0locked"}
     hardware = {n.hostname: n.hardware for n in validated.plan.nodes}
+    # Only nodes the cloud says were made from the locked image skip the install stage.
     assert {h.hostname: h.image_hash for h in hosts} == {
-        name: (DIGEST if hw == "p5" else None) for name, hw in hardware.items()
+        name: (DIGEST if hw == "p5" and name != "gpu001" else None) for name, hw in hardware.items()
     }
 
 
@@ -335,3 +352,26 @@ def test_image_stack_requirements_pin_the_plugin_versions() -> None:
     }
     assert {k: v for k, v in pins.items() if k != "pulumi"} == expected
     assert pins["pulumi"] == pulumi_adapter.PULUMI_SDK_VERSION
+
+
+@pytest.mark.parametrize(
+    ("booted", "ref", "same"),
+    [
+        ("ami-0abc", "ami-0abc", True),
+        ("ami-0abc", "ami-0abd", False),
+        (
+            "https://www.googleapis.com/compute/v1/projects/p/global/images/clusterctl-ubuntu-2404-0123456789ab",
+            "projects/p/global/images/clusterctl-ubuntu-2404-0123456789ab",
+            True,
+        ),
+        (
+            "/subscriptions/S/resourceGroups/RG/x/versions/1.0.0",
+            "/subscriptions/s/resourcegroups/rg/x/versions/1.0.0",
+            True,
+        ),
+        ("", "ami-0abc", False),
+        (None, None, False),
+    ],
+)
+def test_same_image(booted, ref, same: bool) -> None:
+    assert same_image(booted, ref) is same

@@ -46,8 +46,9 @@ class CloudProvider:
     """Provisions a cluster's machines on AWS, GCP or Azure from ``plan.cloud``.
 
     ``images``: hardware profile -> its locked image (clusterctl.lock: a ``LockedImage``, or just its
-    reference). The nodes of those profiles boot it (``CloudInstanceGroupPlan.image``) and are
-    reported as made from it, so `up` runs only the configure stage on them.
+    reference). New nodes of those profiles boot it (``CloudInstanceGroupPlan.image``); a node the
+    stack reports as made from it (``nodeImages``) is reported so, and `up` runs only the
+    configure stage there.
     """
 
     def __init__(self, kind: str, confirm: Confirm | None = None, images: Mapping[str, Any] | None = None) -> None:
@@ -99,10 +100,13 @@ class CloudProvider:
                 "run `clusterctl up` again"
             )
         if self.images:
-            from clusterctl.image.cloud import image_hashes
+            from clusterctl.image.cloud import made_from_locked
 
-            hashes = image_hashes(plan, self.images, state_dir)
-            hosts = [replace(h, image_hash=hashes.get(plan.node(h.hostname).hardware)) for h in hosts]
+            try:
+                baked = made_from_locked(plan, self.images, result.outputs, state_dir)
+            except PulumiError as exc:
+                raise ProviderError(str(exc)) from None
+            hosts = [replace(h, image_hash=baked.get(h.hostname)) for h in hosts]
         write_ssh_inventory(
             plan,
             hosts,
