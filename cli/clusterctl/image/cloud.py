@@ -287,8 +287,8 @@ class CloudImageTarget:
                 f"{plan.cluster.name} runs on {plan.cluster.provider}; cloud images are made for aws, gcp or azure"
             )
         self.plan = plan
-        self.name = plan.cluster.provider
-        self.base = plan.cloud.image
+        self.name: str = plan.cluster.provider
+        self.base: str = plan.cloud.image
         self._state_dir = state_dir
         self.build_dir = build_dir
         self._events = events
