@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from clusterctl.spec import Finding, Level
+from clusterctl.report.terminal import show_findings, summarize
+from clusterctl.spec.findings import Finding, Level
 
 
 class Env:
@@ -23,9 +24,6 @@ class Env:
     FIXTURES = "CLUSTERCTL_FIXTURES"
     BMC_USER = "CLUSTERCTL_BMC_USERNAME"
     BMC_PASSWORD = "CLUSTERCTL_BMC_PASSWORD"
-
-
-_LEVEL_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "cyan"}
 
 
 class App:
@@ -80,44 +78,12 @@ class App:
         raise SystemExit(code)
 
     def show_findings(self, findings: list[Finding], min_level: Level = Level.INFO) -> None:
-        """Print findings with the offending source line and a caret under the column."""
-        sources: dict[str, list[str]] = {}
-        for finding in findings:
-            if finding.level < min_level:
-                continue
-            style = _LEVEL_STYLE[finding.level]
-            where = finding.location or "(spec)"
-            self.err.print(
-                f"[{style}]{finding.level}[/{style}][dim][{finding.code}][/dim] {escape(where)}"
-                f" [bold]{escape(finding.dotted_path)}[/bold]"
-            )
-            self.err.print(f"  {escape(finding.message)}")
-            # Files from outside the spec (machines.csv) are never quoted beyond what the message says.
-            if finding.file and finding.line and finding.extra.get("quote_source", True):
-                if finding.file not in sources:
-                    try:
-                        with open(finding.file, encoding="utf-8", errors="replace") as handle:
-                            sources[finding.file] = handle.read().splitlines()
-                    except OSError:
-                        sources[finding.file] = []
-                lines = sources[finding.file]
-                if 0 < finding.line <= len(lines):
-                    text = lines[finding.line - 1]
-                    gutter = f"{finding.line:>5} | "
-                    self.err.print(f"[dim]{gutter}[/dim]{escape(text)}")
-                    self.err.print(" " * (len(gutter) + max(finding.column - 1, 0)) + f"[{style}]^[/{style}]")
-            if finding.hint:
-                self.err.print(f"  [dim]hint:[/dim] {escape(finding.hint)}")
+        """Print findings on stderr with the offending source line and a caret under the column."""
+        show_findings(self.err, findings, min_level)
 
     def summarize_findings(self, findings: list[Finding]) -> str:
         """``2 errors, 1 warning``."""
-        counts = {level: sum(1 for f in findings if f.level is level) for level in Level}
-        parts = [
-            f"{counts[level]} {level!s}{'s' if counts[level] != 1 else ''}"
-            for level in (Level.ERROR, Level.WARNING, Level.INFO)
-            if counts[level]
-        ]
-        return ", ".join(parts) or "no findings"
+        return summarize(findings)
 
 
 def debug_enabled() -> bool:

@@ -32,7 +32,7 @@ def test_validate_json_is_alone_on_stdout() -> None:
     code, out, _ = invoke("validate", ONPREM, "--output", "json")
     data = json.loads(out)
     assert code == 0
-    assert data["valid"] is True
+    assert (data["command"], data["ok"]) == ("validate", True)
     assert [f["code"] for f in data["findings"]] == ["GPU004"]
 
 

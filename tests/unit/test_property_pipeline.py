@@ -70,7 +70,7 @@ def check_document(doc: Document, folder: Path) -> None:
     code, out, err = _invoke("validate", str(spec), "--output", "json")
     _assert_clean(code, out, err, "validate")
     verdict = json.loads(out)
-    assert verdict["valid"] is (code == 0), f"validate says valid={verdict['valid']} with exit {code}"
+    assert verdict["ok"] is (code == 0), f"validate says ok={verdict['ok']} with exit {code}"
     if code == 1:
         assert verdict["findings"], "a rejected spec has findings"
         assert all(f["message"] for f in verdict["findings"])

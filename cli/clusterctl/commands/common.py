@@ -12,6 +12,7 @@ import click
 
 from clusterctl.app import App, debug_enabled
 from clusterctl.pipeline import Validated, load_and_validate
+from clusterctl.report import command_name, document
 from clusterctl.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,12 +66,12 @@ def rule_options(func: F) -> F:
 
 
 def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) -> Validated:
-    """Load and validate; on errors print every finding (or JSON) and exit 1."""
+    """Load and validate; on errors print every finding (or the JSON report) and exit 1."""
     try:
         result = load_and_validate(spec, skip, strict)
     except SpecError as exc:
         if app.json:
-            app.print_json({"valid": False, "findings": [f.to_dict() for f in exc.findings]})
+            app.print_json(document(command_name(), exc.findings, ok=False))
         else:
             app.show_findings(exc.findings)
             app.display_error(f"{spec} is not valid: {app.summarize_findings(exc.findings)}.")

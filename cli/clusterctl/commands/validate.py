@@ -12,6 +12,7 @@ from clusterctl.commands.common import (
     spec_argument,
     validated_or_exit,
 )
+from clusterctl.report import document
 
 
 @click.command("validate")
@@ -28,7 +29,7 @@ def validate_cmd(app: App, spec: str, output: str, skip_rules: tuple[str, ...], 
     app.output = output
     result = validated_or_exit(app, spec, skip_rules, strict)
     if app.json:
-        app.print_json({"valid": True, "findings": [f.to_dict() for f in result.findings]})
+        app.print_json(document("validate", result.findings, ok=True))
         return
     app.show_findings(result.findings)
     app.display_success(f"{spec} is valid ({app.summarize_findings(result.findings)}).")

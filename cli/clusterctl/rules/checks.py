@@ -440,7 +440,7 @@ def model_state_fits(ctx: RuleContext) -> Iterator[Finding]:
 
 def _unquoted(finding: Finding) -> Finding:
     """A finding inside machines.csv: the reporter must not print the file's line (it may be anything)."""
-    return dataclasses.replace(finding, extra={**finding.extra, "quote_source": False})
+    return dataclasses.replace(finding, quote_source=False)
 
 
 @rule("MCH001", "machines-match-plan", Level.ERROR, tags=("baremetal",))

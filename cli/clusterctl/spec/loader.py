@@ -8,6 +8,7 @@ union tags) back onto document paths.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import types
 import typing
@@ -119,18 +120,7 @@ class LoadedSpec:
         if finding.file and finding.line:
             return finding
         line, col = self.positions.locate(finding.path)
-        return Finding(
-            code=finding.code,
-            level=finding.level,
-            path=finding.path,
-            message=finding.message,
-            hint=finding.hint,
-            rule=finding.rule,
-            file=finding.file or str(self.path),
-            line=line,
-            column=col,
-            extra=finding.extra,
-        )
+        return dataclasses.replace(finding, file=finding.file or str(self.path), line=line, column=col)
 
 
 # --- mapping pydantic's loc onto document paths ---------------------------------------------------
@@ -265,7 +255,7 @@ def _findings_from_validation(error: ValidationError, file: str, positions: Posi
                 file=file,
                 line=line,
                 column=col,
-                extra={"value": repr(_value_at(data, path))[:80]},
+                data={"value": repr(_value_at(data, path))[:80]},
             )
         )
     return findings
