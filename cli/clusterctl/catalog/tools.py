@@ -25,6 +25,10 @@ NCCL_TESTS_INSTALL_DIR = "/opt/nccl-tests"
 NCCL_TESTS_BIN_DIR = f"{NCCL_TESTS_INSTALL_DIR}/bin"
 ALL_REDUCE_PERF = f"{NCCL_TESTS_BIN_DIR}/all_reduce_perf"
 
+# Where roles/rdma records each rail's RDMA device at converge (its rdma_rails_file): NCCL_IB_HCA,
+# the health check, verify's rail checks and fabric check --from-nodes read it there.
+RAILS_PATH = "/etc/clusterctl/rdma-rails.conf"
+
 # nccl-tests release -> checksum of GitHub's tag archive, as get_url's `checksum` takes it.
 NCCL_TESTS_CHECKSUMS: dict[str, str] = {
     "2.13.6": "sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1",

@@ -19,6 +19,7 @@ from typing import Any
 
 from jinja2 import Environment
 
+from clusterctl.catalog.tools import RAILS_PATH
 from clusterctl.hostlist import HostlistError, expand
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.render.escape import RenderError, show
@@ -30,8 +31,6 @@ EXECUTABLE = 0o755
 PUBLIC = 0o644
 # Where the roles install the files (the scripts' defaults point here).
 CONF_PATH = "/etc/clusterctl/health.conf"
-# The rails' RDMA device names the rdma role recorded at converge (roles/rdma rdma_rails_file).
-RAILS_PATH = "/etc/clusterctl/rdma-rails.conf"
 HEALTHCHECK_PATH = "/usr/local/sbin/clusterctl-healthcheck"
 DCGM_DIAG_PATH = "/usr/local/sbin/clusterctl-dcgm-diag"
 # Drains by these scripts carry this prefix; the health check resumes only its own drains.

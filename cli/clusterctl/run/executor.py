@@ -4,44 +4,23 @@ Readiness, status and every verify check talk to nodes through the `Executor` pr
 recorded outputs through a fake and the checks never know which transport they used.
 A transport failure is reported in the return code, never raised: ``UNREACHABLE_RC``
 (ssh's own 255) when the node cannot be reached, ``TIMEOUT_RC`` (coreutils ``timeout``'s
-124) when the command ran too long, 127 when the program is not installed.
+124) when the command ran too long, 127 when the program is not installed. The protocol, the codes
+and `run_many` are in `clusterctl.run.jobs` (pure) and named here too.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from clusterctl.plan.models import Plan
 from clusterctl.render.inventory import container_name
+from clusterctl.run.jobs import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
 from clusterctl.run.sshopts import SshAccess, SshAccessError, SshEndpoint, client_key_path, load_access, ssh_command
 
-TIMEOUT_RC = 124
-NOT_FOUND_RC = 127
-UNREACHABLE_RC = 255
 _DOCKER_DAEMON_ERROR = "Error response from daemon"
-
-
-class Executor(Protocol):
-    """Runs a shell command on a node."""
-
-    def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
-        """Run ``command`` (a POSIX shell string) on ``host``.
-
-        Args:
-            host: The plan hostname.
-            command: Shell command line, run by bash as root.
-            timeout: Seconds before the command is abandoned.
-
-        Returns:
-            ``(returncode, stdout, stderr)``; see the module docstring for the codes a
-            transport failure gives.
-        """
-        ...
 
 
 def _completed(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
@@ -218,17 +197,15 @@ def executor_for(plan: Plan, state_dir: Path) -> Executor:
     return RoutingExecutor(routes)
 
 
-def run_many(
-    executor: Executor, jobs: Iterable[tuple[str, str, float]], max_workers: int = 32
-) -> list[tuple[int, str, str]]:
-    """Run ``(host, command, timeout)`` jobs at once; results in the order given.
-
-    Why threads: every job waits on a subprocess (docker, ssh, srun), so the GIL is no
-    bottleneck, and a wave of 64 single-node runs must start together.
-    """
-    items = list(jobs)
-    if not items:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(items)))) as pool:
-        futures = [pool.submit(executor.run, host, command, timeout) for host, command, timeout in items]
-        return [f.result() for f in futures]
+__all__ = [
+    "NOT_FOUND_RC",
+    "TIMEOUT_RC",
+    "UNREACHABLE_RC",
+    "DockerExecutor",
+    "Executor",
+    "RoutingExecutor",
+    "SshExecutor",
+    "UnreachableExecutor",
+    "executor_for",
+    "run_many",
+]

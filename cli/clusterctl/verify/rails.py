@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from clusterctl.render.health import RAILS_PATH
+from clusterctl.catalog.tools import RAILS_PATH
 from clusterctl.verify.parsers.rdma_rails import NodeRails, RailEntry
 
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from clusterctl.catalog.tools import ALL_REDUCE_PERF
 from clusterctl.hostlist import compress, expand
-from clusterctl.plan.models import Plan, PlanNode
+
+if TYPE_CHECKING:
+    from clusterctl.plan.models import Plan, PlanNode
 
 Phase = Literal["single", "pairs", "group", "cross", "full"]
 PHASES: tuple[Phase, ...] = ("single", "pairs", "group", "cross", "full")
