@@ -47,7 +47,7 @@ def test_degraded_ndr_run_fails_the_onprem_spec(fixtures_dir: Path) -> None:
 
     assert code == 1
     assert data["verdict"] == "fail"
-    assert data["figures"]["threshold_gbps"] == 338.4
+    assert data["findings"][0]["data"]["figures"]["threshold_gbps"] == 338.4
     assert data["thresholds"]["source"] == (f"spec {ONPREM}, hardware dgx-h100 (8x H100-SXM-80GB, 8 rails at 400 Gb/s)")
 
 
@@ -58,8 +58,8 @@ def test_healthy_p5_run_passes_with_the_p5_spec(fixtures_dir: Path) -> None:
 
     assert code == 0
     assert data["verdict"] == "pass"
-    assert data["figures"]["busbw_gbps"] == 487.26
-    assert data["figures"]["threshold_gbps"] == 250.0
+    assert data["findings"][0]["data"]["figures"]["busbw_gbps"] == 487.26
+    assert data["findings"][0]["data"]["figures"]["threshold_gbps"] == 250.0
     assert data["thresholds"]["source"] == f"spec {AWS_P5}, hardware p5 (8x H100-SXM-80GB on p5.48xlarge)"
     assert "nodes: 2 (--nodes)" in data["notes"]
 
@@ -72,7 +72,7 @@ def test_healthy_p5_run_passes_explicit_thresholds(fixtures_dir: Path, flags: tu
     code, data = _json("nccl-tests", fixtures_dir / P5, *flags)
 
     assert code == 0
-    assert data["figures"]["threshold_gbps"] == 250.0
+    assert data["findings"][0]["data"]["figures"]["threshold_gbps"] == 250.0
 
 
 def test_output_without_ranks_and_without_nodes_is_judged_as_one_node(fixtures_dir: Path) -> None:
@@ -80,7 +80,7 @@ def test_output_without_ranks_and_without_nodes_is_judged_as_one_node(fixtures_d
 
     # 487 GB/s also clears the 430 GB/s single-node mark; the note says what was assumed.
     assert code == 0
-    assert data["figures"]["threshold_gbps"] == 430.0
+    assert data["findings"][0]["data"]["figures"]["threshold_gbps"] == 430.0
     assert "no rank lines in the output and no --nodes" in " ".join(data["notes"])
 
 
@@ -104,13 +104,22 @@ def test_garbage_without_any_result_exits_2(tmp_path: Path) -> None:
     code, data = _json("nccl-tests", bad)
 
     assert code == 2
-    assert data == {
+    assert {k: data[k] for k in ("command", "ok", "kind", "file", "verdict")} == {
+        "command": "check-output",
+        "ok": False,
         "kind": "nccl-tests",
         "file": str(bad),
         "verdict": "unreadable",
-        "line_no": 2,
-        "line": "",
+    }
+    ((finding),) = data["findings"]
+    assert {k: finding[k] for k in ("code", "level", "rule", "file", "line", "message", "data")} == {
+        "code": "INPUT-unreadable",
+        "level": "error",
+        "rule": "nccl-tests",
+        "file": str(bad),
+        "line": 2,
         "message": "no nccl-tests result rows found",
+        "data": {"text": ""},
     }
 
 
@@ -123,12 +132,12 @@ def test_dcgm_outputs(fixtures_dir: Path) -> None:
     )
 
     assert (fail_code, fail["verdict"]) == (1, "fail")
-    assert "nvidia-fabricmanager" in fail["hint"]
+    assert "nvidia-fabricmanager" in fail["findings"][0]["hint"]
     assert (pass_code, passed["verdict"]) == (0, "pass")
     assert "GPU model: A100-SXM-80GB (read from the output)" in passed["notes"]
     assert h200_code == 0
     assert low_code == 1
-    assert "acceptance needs level 3" in low["message"]
+    assert "acceptance needs level 3" in low["findings"][0]["message"]
     assert low["thresholds"]["explicit"] == {"--level": "3"}
 
 
@@ -142,7 +151,7 @@ def test_topo_against_rails(fixtures_dir: Path) -> None:
     assert (ok_code, ok["verdict"]) == (0, "pass")
     # The DGX rail order (mlx5_0, mlx5_3, ...) does not match this machine's NICs.
     assert (spec_code, spec["verdict"]) == (1, "fail")
-    assert "GPU1 reaches mlx5_3 at NODE" in spec["message"]
+    assert "GPU1 reaches mlx5_3 at NODE" in spec["findings"][0]["message"]
     assert (none_code, none["verdict"]) == (0, "skipped")
 
 
@@ -157,11 +166,11 @@ def test_ibstat(tmp_path: Path) -> None:
     assert _json("ibstat", good)[0] == 0
     code, data = _json("ibstat", hdr)
     assert code == 1
-    assert "runs at 200 Gb/s, expected 400" in data["message"]
+    assert "runs at 200 Gb/s, expected 400" in data["findings"][0]["message"]
     assert _json("ibstat", hdr, "--rate", "200")[0] == 0
     code, data = _json("ibstat", down, "--rails", ",".join(RAILS))
     assert code == 1
-    assert data["message"].startswith("mlx5_3/1 is Down (Polling)")
+    assert data["findings"][0]["message"].startswith("mlx5_3/1 is Down (Polling)")
 
 
 def test_fio() -> None:
@@ -170,7 +179,7 @@ def test_fio() -> None:
     assert _json("fio", seq)[0] == 0
     code, data = _json("fio", seq, "--read-bw", "10 GB/s")
     assert code == 1
-    assert data["message"] == "Read 969.7 MiB/s is below the 9536.7 MiB/s mark."
+    assert data["findings"][0]["message"] == "Read 969.7 MiB/s is below the 9536.7 MiB/s mark."
     assert _json("fio", FIO / "fio_write_dev_full_enospc.json")[0] == 1
 
 
@@ -179,7 +188,7 @@ def test_fio_against_a_spec_tier() -> None:
 
     # One node cannot read 60 GB/s: the tier's figure is the whole cluster's.
     assert code == 1
-    assert data["figures"]["read_threshold_bytes"] == 60e9
+    assert data["findings"][0]["data"]["figures"]["read_threshold_bytes"] == 60e9
 
 
 def test_bad_options_exit_2(fixtures_dir: Path) -> None:
@@ -217,8 +226,8 @@ def test_nccl_debug_wrong_provider_fails_the_p5_spec() -> None:
 
     assert code == 1
     assert data["verdict"] == "fail"
-    assert data["check"] == "nccl.transport"
-    assert data["message"] == (
+    assert data["findings"][0]["code"] == "nccl.transport"
+    assert data["findings"][0]["message"] == (
         "6f2d8a82d208 (pid 1287): aws-ofi-nccl selected libfabric provider tcp, not efa "
         "(line 14: 6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics))."
     )
@@ -247,9 +256,11 @@ def test_nccl_debug_tcpxo_passes_a3mega_and_a_socket_fallback_fails_it() -> None
     bad, bad_data = _json("nccl-debug", DEBUG / "socket_lo_no_ib_nccl352.log", "--spec", GCP_A3MEGA)
 
     assert (good, good_data["verdict"]) == (0, "pass")
-    assert good_data["figures"]["networks"] == "FasTrak x16"
+    assert good_data["findings"][0]["data"]["figures"]["networks"] == "FasTrak x16"
     assert (bad, bad_data["verdict"]) == (1, "fail")
-    assert bad_data["message"].startswith("ds-ml-01-0 (pid 17754 and 1 more process): NCCL fell back to sockets")
+    assert bad_data["findings"][0]["message"].startswith(
+        "ds-ml-01-0 (pid 17754 and 1 more process): NCCL fell back to sockets"
+    )
 
 
 def test_nccl_debug_burst_profile_takes_its_instance_type_s_fabric() -> None:
@@ -259,7 +270,7 @@ def test_nccl_debug_burst_profile_takes_its_instance_type_s_fabric() -> None:
 
     assert cluster["expected"]["fabric"] == "infiniband"
     assert burst["expected"]["fabric"] == "efa"
-    assert "NCCL used network IB, not the aws-ofi-nccl plugin" in burst["message"]
+    assert "NCCL used network IB, not the aws-ofi-nccl plugin" in burst["findings"][0]["message"]
 
 
 def test_nccl_debug_without_spec_fails_only_sockets_and_fabric_flag_works() -> None:
@@ -276,7 +287,7 @@ def test_nccl_debug_one_node_is_intra_node_only() -> None:
 
     assert code == 0
     assert data["verdict"] == "skipped"
-    assert data["message"].startswith("Intra-node only")
+    assert data["findings"][0]["message"].startswith("Intra-node only")
     assert data["notes"] == ["nodes: 1 (--nodes)"]
 
 
@@ -285,7 +296,10 @@ def test_nccl_debug_without_debug_lines_exits_2(tmp_path: Path, fixtures_dir: Pa
 
     assert code == 2
     assert data["verdict"] == "unreadable"
-    assert data["message"] == "no NCCL debug lines found (run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
+    assert (
+        data["findings"][0]["message"]
+        == "no NCCL debug lines found (run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
+    )
 
 
 def test_fabric_is_only_for_nccl_debug(fixtures_dir: Path) -> None:

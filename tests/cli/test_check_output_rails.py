@@ -49,7 +49,7 @@ def test_topo_judged_by_the_rails_file(spec: Path, tmp_path: Path, fixtures_dir:
     assert (code, data["verdict"]) == (0, "pass")
     assert f"rails: the node's devices from {rails} (rail 0 0000:18:00.0 = mlx5_0, " in " ".join(data["notes"])
     assert (bad_code, bad["verdict"]) == (1, "fail")
-    assert bad["message"].startswith("GPU0 reaches mlx5_1 at NODE; GPU1 reaches mlx5_0 at NODE")
+    assert bad["findings"][0]["message"].startswith("GPU0 reaches mlx5_1 at NODE; GPU1 reaches mlx5_0 at NODE")
 
 
 def test_pci_rails_without_the_file_are_not_judged(spec: Path, tmp_path: Path, fixtures_dir: Path) -> None:
@@ -61,7 +61,7 @@ def test_pci_rails_without_the_file_are_not_judged(spec: Path, tmp_path: Path, f
     assert (code, data["verdict"]) == (0, "skipped")
     assert any(note.startswith("the spec names the rails by PCI address") for note in data["notes"])
     # Without rails every CA of the output is checked.
-    assert (ib_code, ib["message"]) == (1, "mlx5_3/1 is Down (Polling).")
+    assert (ib_code, ib["findings"][0]["message"]) == (1, "mlx5_3/1 is Down (Polling).")
 
 
 def test_a_rails_file_of_other_rails_is_refused(spec: Path, tmp_path: Path, fixtures_dir: Path) -> None:

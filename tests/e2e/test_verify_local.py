@@ -45,8 +45,13 @@ def _verify(cluster: LocalCluster, *args: str, timeout: float = 300) -> tuple[su
     return result, time.monotonic() - started
 
 
+# A check's verdict is its finding's level (docs/schemas/report.schema.json).
+VERDICT = {"info": "pass", "warning": "skipped", "error": "fail"}
+
+
 def _results(data: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
-    return {r["target"]: r for r in data["results"] if r["name"] == name}
+    """The findings of one judgement (``slurm.node``) by node, each with its verdict word."""
+    return {f["node"]: {**f, "verdict": VERDICT[f["level"]]} for f in data["findings"] if f["code"] == name}
 
 
 def _chromium() -> str:
@@ -88,7 +93,7 @@ def test_verify_passes_on_the_healthy_local_cluster(local_cluster: LocalCluster)
     assert sorted(time_sync) == sorted(n.hostname for n in local_cluster.plan.nodes)
     assert {(r["verdict"], r["message"]) for r in time_sync.values()} == {("skipped", "skipped: container")}
     # Storage runs for real wherever the spec has tiers; none may fail.
-    assert all(r["verdict"] != "fail" for r in data["results"] if r["check"] == "storage")
+    assert all(f["level"] != "error" for f in data["findings"] if f["rule"] == "storage")
 
 
 @pytest.mark.order(61)

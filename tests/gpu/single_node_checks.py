@@ -39,15 +39,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
 
 from clusterctl.catalog.tools import NCCL_TESTS_BIN_DIR
-from clusterctl.verify.gpu_inventory import judge_gpu_inventory
-from clusterctl.verify.judge import judge_dcgm, judge_nccl, judge_topo
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.fabric import judge_topo
+from clusterctl.verify.gpu import judge_dcgm, judge_gpu_inventory
+from clusterctl.verify.nccl import judge_nccl
 from clusterctl.verify.offline import model_from_name
 from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.verify.parsers.gpu_query import QUERY_COMMAND, parse_gpu_query
 from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import nics_near_gpus, parse_nvidia_smi_topo
-from clusterctl.verify.result import CheckResult, ParseError, Verdict
+from clusterctl.verify.result import ParseError, Verdict, check_finding, figures_of, with_figures
 from clusterctl.verify.thresholds import defaults_for
 from clusterctl.verify.transport import judge_transport
 
@@ -102,15 +104,15 @@ def sh(command: list[str], timeout: float, env: dict[str, str] | None = None) ->
     return done.returncode, done.stdout, done.stderr
 
 
-def skipped(name: str, reason: str) -> CheckResult:
-    return CheckResult(name, socket.gethostname(), Verdict.SKIPPED, {}, f"skipped: {reason}")
+def skipped(name: str, reason: str) -> Finding:
+    return check_finding(name, socket.gethostname(), Verdict.SKIPPED, {}, f"skipped: {reason}")
 
 
-def failed(name: str, message: str, hint: str = "") -> CheckResult:
-    return CheckResult(name, socket.gethostname(), Verdict.FAIL, {}, message, hint)
+def failed(name: str, message: str, hint: str = "") -> Finding:
+    return check_finding(name, socket.gethostname(), Verdict.FAIL, {}, message, hint)
 
 
-def unreadable(name: str, tool: str, exc: ParseError, rc: int, err: str) -> CheckResult:
+def unreadable(name: str, tool: str, exc: ParseError, rc: int, err: str) -> Finding:
     shown = exc.line.strip() or (err.strip().splitlines() or ["no output"])[-1]
     return failed(name, f"{tool} output could not be read (exit {rc}), line {exc.line_no}: {exc.message}: {shown}")
 
@@ -126,7 +128,7 @@ class Node:
         self.nccl_log: str | None = None
 
 
-def check_inventory(node: Node) -> tuple[CheckResult, str]:
+def check_inventory(node: Node) -> tuple[Finding, str]:
     if shutil.which("nvidia-smi") is None:
         return skipped("gpu.inventory", "nvidia-smi is not installed"), QUERY_COMMAND
     rc, out, err = sh(QUERY_COMMAND.split(), 60)
@@ -144,11 +146,11 @@ def check_inventory(node: Node) -> tuple[CheckResult, str]:
         target=socket.gethostname(),
     )
     if node.model is None:
-        result.figures["note"] = f"{query.names[0]} is not in clusterctl's GPU catalog"
+        result = with_figures(result, note=f"{query.names[0]} is not in clusterctl's GPU catalog")
     return result, QUERY_COMMAND
 
 
-def check_topo(node: Node) -> tuple[CheckResult, str]:
+def check_topo(node: Node) -> tuple[Finding, str]:
     command = "nvidia-smi topo -m"
     if shutil.which("nvidia-smi") is None:
         return skipped("topo.gpu_nic", "nvidia-smi is not installed"), command
@@ -161,11 +163,13 @@ def check_topo(node: Node) -> tuple[CheckResult, str]:
     result = judge_topo(topo, rails, target=socket.gethostname())
     # Without --rails there is nothing to judge, but the pairing found is worth printing.
     near = nics_near_gpus(topo)
-    result.figures["near_nics"] = "; ".join(f"{gpu}: {'/'.join(nics) or 'none'}" for gpu, nics in near.items())
+    result = with_figures(
+        result, near_nics="; ".join(f"{gpu}: {'/'.join(nics) or 'none'}" for gpu, nics in near.items())
+    )
     return result, command
 
 
-def check_dcgm(node: Node) -> tuple[CheckResult, str]:
+def check_dcgm(node: Node) -> tuple[Finding, str]:
     level = node.args.dcgm_level
     command = f"dcgmi diag -r {level}"
     if shutil.which("dcgmi") is None:
@@ -191,7 +195,7 @@ def find_all_reduce_perf(given: str | None) -> str | None:
     return shutil.which("all_reduce_perf")
 
 
-def check_nccl(node: Node) -> tuple[CheckResult, str]:
+def check_nccl(node: Node) -> tuple[Finding, str]:
     binary = find_all_reduce_perf(node.args.nccl_tests)
     gpus = node.gpus or node.args.gpus or 1
     command = [binary or "all_reduce_perf", "-b", "8M", "-e", node.args.nccl_max, "-f", "2", "-g", str(gpus), "-c", "1"]
@@ -230,7 +234,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def check_transport(node: Node) -> tuple[CheckResult, str]:
+def check_transport(node: Node) -> tuple[Finding, str]:
     """The transport NCCL chose, from NCCL_DEBUG=INFO: on one node, "intra-node only" (skipped)."""
     name = "nccl.transport"
     if node.nccl_log is not None:
@@ -258,7 +262,7 @@ def check_transport(node: Node) -> tuple[CheckResult, str]:
     return result, shown
 
 
-CHECKS: tuple[Callable[[Node], tuple[CheckResult, str]], ...] = (
+CHECKS: tuple[Callable[[Node], tuple[Finding, str]], ...] = (
     check_inventory,
     check_topo,
     check_dcgm,
@@ -290,11 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         result, command = check(node)
         results.append(
             {
-                "check": result.check,
-                "verdict": str(result.verdict),
+                "check": result.code,
+                "verdict": str(Verdict.of(result)),
                 "message": result.message,
                 "hint": result.hint,
-                "figures": result.figures,
+                "figures": figures_of(result),
                 "command": command,
                 "duration_s": round(time.monotonic() - clock, 2),
             }

@@ -182,7 +182,7 @@ def test_image_build_reuse_lock_and_drift(workdir: Path) -> None:
 
     verify = run("verify", "spec.yaml", "--only", "packages", "--no-drain", "--out", "build/imgtest", "-o", "json")
     assert verify.exit_code == 1, verify.output
-    results = {r["target"]: r for r in json.loads(verify.stdout)["results"] if r["check"] == "packages"}
-    assert results["cpu001"]["verdict"] == "fail"
+    results = {f["node"]: f for f in json.loads(verify.stdout)["findings"] if f["rule"] == "packages"}
+    assert results["cpu001"]["level"] == "error"  # failed
     assert f"hello {locked} -> {locked}+hand1" in results["cpu001"]["message"]
-    assert results["ctl001"]["verdict"] == "pass"
+    assert results["ctl001"]["level"] == "info"  # passed

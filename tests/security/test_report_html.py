@@ -7,9 +7,8 @@ from html.parser import HTMLParser
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan.models import Plan
-from clusterctl.verify.checks import Outcome
 from clusterctl.verify.report import DrainAction, Report, render_html
-from clusterctl.verify.result import CheckResult, Verdict
+from clusterctl.verify.result import Verdict, check_finding, with_run
 from tests.conftest import EXAMPLES
 
 EVIL = "\"'><script>alert(1)</script><img src=x onerror=alert(2)>&amp;{{ x }}"
@@ -40,14 +39,14 @@ def _page(evil: str) -> str:
             "cluster": {**plan.cluster.model_dump(), "name": plan.cluster.name + evil, "spec_file": "spec" + evil},
         }
     )
-    result = CheckResult(
+    result = check_finding(
         check="gpu" + evil, target=nodes[2].hostname, verdict=Verdict.FAIL, figures={"x" + evil: evil},
         message="failed " + evil, hint="look " + evil,
     )  # fmt: skip
-    outcome = Outcome("gpu", result, hosts=(nodes[2].hostname,), blame=(nodes[2].hostname,), detail={"command": evil})
+    outcome = with_run(result, "gpu", hosts=(nodes[2].hostname,), blame=(nodes[2].hostname,), command=evil)
     report = Report.for_plan(
         plan, started_at="2026-01-01T00:00:00Z" + evil, duration_s=1.0, checks=["gpu"], thresholds={},
-        outcomes=[outcome], drains=[DrainAction(nodes[2].hostname, "clusterctl-verify: " + evil, False, evil)],
+        findings=[outcome], drains=[DrainAction(nodes[2].hostname, "clusterctl-verify: " + evil, False, evil)],
     )  # fmt: skip
     return render_html(report)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import TypeAdapter, ValidationError
@@ -11,8 +12,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from clusterctl.app import App
+from clusterctl.catalog.transports import FABRIC_TRANSPORTS, expected_transport, fabric_for
 from clusterctl.commands.common import handle_internal_errors, output_option, validated_or_exit
 from clusterctl.pipeline import Validated
+from clusterctl.report import document, print_excerpt, unreadable
+from clusterctl.spec.findings import Finding
 from clusterctl.spec.types import Bandwidth, BandwidthValue
 from clusterctl.verify.acceptance import acceptance_for, gpu_hardware, platform_of
 from clusterctl.verify.offline import (
@@ -30,9 +34,8 @@ from clusterctl.verify.offline import (
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.rdma_rails import parse_node_rails
 from clusterctl.verify.rails import rail_devices
-from clusterctl.verify.result import CheckResult, ParseError, Verdict
+from clusterctl.verify.result import ParseError, Verdict, figures_of
 from clusterctl.verify.thresholds import AcceptanceThresholds, defaults_for
-from clusterctl.verify.transport import FABRIC_TRANSPORTS, expected_transport, fabric_for
 
 EXIT_FAIL = 1
 EXIT_UNREADABLE = 2
@@ -165,29 +168,29 @@ def _default_marks(kind: Kind, text: str, gpu_model: str | None, platform: str |
 def _unreadable(app: App, kind: str, file: str, exc: ParseError) -> None:
     where = f"line {exc.line_no}" if exc.line else f"end of input after line {exc.line_no}"
     if app.json:
-        app.print_json(
-            {
-                "kind": kind,
-                "file": file,
-                "verdict": "unreadable",
-                "line_no": exc.line_no,
-                "line": exc.line,
-                "message": exc.message,
-            }
-        )
+        finding = unreadable(file, exc.message, line_no=exc.line_no, line=exc.line, rule=kind)
+        app.print_json(document("check-output", [finding], ok=False, kind=kind, file=file, verdict="unreadable"))
     else:
         app.display_error(f"{file}: {where}: {exc.message}.")
         if exc.line:
-            app.err.print(f"[dim]{exc.line_no:>5} | [/dim]{escape(exc.line.rstrip())}")
+            print_excerpt(app.err, exc.line_no, exc.line)
     raise SystemExit(EXIT_UNREADABLE)
 
 
+def _print_json(app: App, kind: str, file: str, result: Finding, notes: list[str], **marks: Any) -> None:
+    """The reporter's document: the one finding, the verdict, and what it was judged against."""
+    verdict = Verdict.of(result)
+    details = {"kind": kind, "file": file, "verdict": str(verdict), **marks, "notes": notes}
+    app.print_json(document("check-output", [result], ok=verdict is not Verdict.FAIL, **details))
+
+
 def _show(
-    app: App, kind: str, file: str, result: CheckResult, marks: Marks | None, notes: list[str], judged_by: str = ""
+    app: App, kind: str, file: str, result: Finding, marks: Marks | None, notes: list[str], judged_by: str = ""
 ) -> None:
-    style = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.SKIPPED: "yellow"}[result.verdict]
-    target = f" ({result.target})" if result.target else ""
-    app.out.print(f"{escape(kind)} {escape(file)}{escape(target)}: [{style}]{result.verdict.upper()}[/{style}]")
+    verdict = Verdict.of(result)
+    style = {Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.SKIPPED: "yellow"}[verdict]
+    target = f" ({result.node})" if result.node else ""
+    app.out.print(f"{escape(kind)} {escape(file)}{escape(target)}: [{style}]{verdict.upper()}[/{style}]")
     app.out.print(f"  {escape(result.message)}")
     if result.hint:
         app.out.print(f"  [dim]hint:[/dim] {escape(result.hint)}")
@@ -195,12 +198,12 @@ def _show(
         table = Table(title="figures read", title_justify="left")
         table.add_column("figure")
         table.add_column("value", justify="right")
-        for key, value in result.figures.items():
+        for key, value in figures_of(result).items():
             table.add_row(key, str(value))
         app.out.print(table)
     else:
         app.out.print("figures:")
-        for key, value in result.figures.items():
+        for key, value in figures_of(result).items():
             app.out.print(f"  {escape(key)}: {escape(str(value))}")
     if judged_by or marks is None:
         app.out.print(escape(judged_by))
@@ -244,24 +247,12 @@ def _check_nccl_debug(app: App, file: str, text: str, fabric: str | None, source
         _unreadable(app, "nccl-debug", file, exc)
         return
     if app.json:
-        app.print_json(
-            {
-                "kind": "nccl-debug",
-                "file": file,
-                "verdict": str(result.verdict),
-                "check": result.check,
-                "target": result.target,
-                "message": result.message,
-                "hint": result.hint,
-                "figures": result.figures,
-                "expected": {"fabric": fabric, "transport": expected.label, "source": source},
-                "notes": notes,
-            }
-        )
+        expect = {"fabric": fabric, "transport": expected.label, "source": source}
+        _print_json(app, "nccl-debug", file, result, notes, expected=expect)
     else:
         judged_by = f"expected: {expected.label} (fabric {fabric or 'not given'}; {source})"
         _show(app, "nccl-debug", file, result, None, notes, judged_by=judged_by)
-    if result.verdict is Verdict.FAIL:
+    if Verdict.of(result) is Verdict.FAIL:
         raise SystemExit(EXIT_FAIL)
 
 
@@ -370,27 +361,11 @@ def check_output_cmd(
         _unreadable(app, kind, file, exc)
         return
     if app.json:
-        app.print_json(
-            {
-                "kind": kind,
-                "file": file,
-                "verdict": str(result.verdict),
-                "check": result.check,
-                "target": result.target,
-                "message": result.message,
-                "hint": result.hint,
-                "figures": result.figures,
-                "thresholds": {
-                    "source": marks.source,
-                    "basis": list(marks.thresholds.basis),
-                    "explicit": explicit,
-                },
-                "notes": notes,
-            }
-        )
+        basis = {"source": marks.source, "basis": list(marks.thresholds.basis), "explicit": explicit}
+        _print_json(app, kind, file, result, notes, thresholds=basis)
     else:
         _show(app, kind, file, result, marks, notes)
-    if result.verdict is Verdict.FAIL:
+    if Verdict.of(result) is Verdict.FAIL:
         raise SystemExit(EXIT_FAIL)
 
 

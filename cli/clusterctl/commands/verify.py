@@ -24,7 +24,8 @@ from clusterctl.run.executor import UNREACHABLE_RC, executor_for
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import StateDir
 from clusterctl.verify.acceptance import thresholds_by_hardware
-from clusterctl.verify.checks import CHECK_NAMES, VerifyOptions, launcher_host
+from clusterctl.verify.base import VerifyOptions, launcher_host
+from clusterctl.verify.checks import CHECK_NAMES
 from clusterctl.verify.report import summary_lines, summary_table, write_report
 from clusterctl.verify.result import Verdict
 from clusterctl.verify.runner import drain_failures, run_verify, select_checks
@@ -129,8 +130,8 @@ def verify_cmd(
         else:
             for line in summary_lines(report):
                 app.out.print(escape(line))
-        for outcome in report.cluster_failures():
-            app.display_warning(f"{outcome.result.check} {outcome.result.target}: {outcome.result.message}")
+        for finding in report.cluster_failures():
+            app.display_warning(f"{finding.code} {finding.node}: {finding.message}")
         for drain in report.drains:
             if drain.done:
                 app.display_info(f"drained {drain.host}: {drain.reason}")

@@ -33,8 +33,8 @@ filter              format
 ``xml_attr``        an XML attribute value (NCCL topology)
 ==================  =====================================================================
 
-The Ansible inventory is escaped in :mod:`clusterctl.render.ansible_yaml` (``!unsafe``), the
-HTML report with ``html.escape`` (verify/report.py).
+The Ansible inventory is escaped in :mod:`clusterctl.render.ansible_yaml` (``!unsafe``); HTML
+templates (``*.html.j2``: the verify report) are autoescaped by the environment (markupsafe).
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ from __future__ import annotations
 import re
 import shlex
 from typing import Any
+
+from jinja2 import pass_eval_context
+from jinja2.nodes import EvalContext
 
 from clusterctl.plan.build import systemd_mount_unit
 
@@ -440,13 +443,16 @@ FILTERS = {
 }
 
 
-def finalize(value: Any) -> Any:
+@pass_eval_context
+def finalize(eval_ctx: EvalContext, value: Any) -> Any:
     """The environment's last word on every ``{{ }}``: an unescaped string cannot start a new line.
 
     Filters mark what they escaped (:class:`Escaped`); anything else a template writes (numbers,
     constants, a value a template forgot to escape) is refused if it holds a control character.
+    An HTML template (autoescaped) escapes every value itself, and a line break there is only
+    white space.
     """
-    if isinstance(value, Escaped) or not isinstance(value, str):
+    if eval_ctx.autoescape or isinstance(value, Escaped) or not isinstance(value, str):
         return value
     bad = _CONTROL.search(value)
     if bad:

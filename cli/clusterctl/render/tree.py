@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template, select_autoescape
 
 from clusterctl import __version__
 from clusterctl.catalog.compat import SLURM_BLOCK_SIZES, at_least
@@ -71,13 +71,26 @@ def _env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        autoescape=False,
+        # HTML's escaping is Jinja's own (markupsafe): every value of an *.html.j2 template is text.
+        autoescape=select_autoescape(enabled_extensions=("html.j2",), default_for_string=False, default=False),
         finalize=finalize,
     )
     env.template_class = _Template
     env.filters["at_least"] = at_least
     env.filters.update(FILTERS)
     return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render one template of ``templates/`` (a report page, a README) through the one environment.
+
+    Why here: every text clusterctl generates comes from a template and its format's escaping
+    (the filters of `clusterctl.render.escape`; HTML autoescaped), never from Python strings.
+
+    Raises:
+        RenderError: a value the template's format cannot carry.
+    """
+    return _env().get_template(name).render(**context)
 
 
 def _check_path(path: str) -> None:

@@ -1,14 +1,19 @@
 """Acceptance checks: parse real tool outputs, judge them against thresholds, run them on a cluster.
 
-Pure parts: the parsers (``parsers/``: nccl-tests, ``NCCL_DEBUG=INFO`` logs, ``dcgmi diag``,
-``nvidia-smi topo -m``, ``ibstat``, fio JSON, ``nvidia-smi --query-gpu``, ``scontrol``,
-``chronyc``, the node's rails file ``/etc/clusterctl/rdma-rails.conf``), the rail-to-device
-map the rail checks judge by (``rails``), the per-GPU-model defaults (``thresholds``) and the spec's overrides
-(``acceptance``), the verdicts (``judge``, ``gpu_inventory``, and ``transport``: the NCCL
-transport each fabric needs), the fabric-shaped NCCL test plan (``testplan``) and the
-saved-output judge behind ``clusterctl check-output`` (``offline``).
+One module per concern, each with its command, parser use, threshold and judgement, and the
+check class that runs it: ``gpu`` (inventory, DCGM), ``fabric`` (GPU-NIC locality, InfiniBand
+ports), ``storage`` (mounts, fio), ``slurm`` (nodes, slurmd, partitions), ``timesync``
+(chrony), ``transport`` (the NCCL transport each fabric needs), ``nccl`` (nccl-tests over the
+fabric-shaped test plan, ``testplan``) and ``packages`` (each node against clusterctl.lock).
+What they share is in ``base`` (options, context, check classes) and ``result`` (a verdict as a
+`clusterctl.spec.findings.Finding`); ``checks`` lists them in run order.
 
-Side effects, for ``clusterctl verify``: ``executor`` (docker exec / SSH), ``checks`` (one
-class per check), ``runner`` (runs them in order), ``drain`` (scontrol) and ``report``
-(JSON, HTML, terminal).
+Pure, and importable without pydantic (tests/gpu runs the judges on a bare python3): the
+parsers (``parsers/``), the concern modules, the rail-to-device map (``rails``), the per-GPU-model
+defaults (``thresholds``) and the saved-output judge behind ``clusterctl check-output``
+(``offline``). The spec's overrides (``acceptance``) read the spec.
+
+Side effects, for ``clusterctl verify``: ``runner`` (runs the checks in order through an
+executor of `clusterctl.run.executor`), ``drain`` (scontrol) and ``report`` (JSON, HTML from
+``templates/verify/``, terminal).
 """

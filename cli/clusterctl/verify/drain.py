@@ -9,23 +9,24 @@ from __future__ import annotations
 import shlex
 
 from clusterctl.plan.models import Plan
-from clusterctl.run.executor import Executor, run_many
-from clusterctl.verify.checks import DRAIN_PREFIX, Outcome
+from clusterctl.run.jobs import Executor, run_many
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.base import DRAIN_PREFIX
 from clusterctl.verify.report import DrainAction, Report
-from clusterctl.verify.result import Verdict
+from clusterctl.verify.result import Verdict, blame_of
 
 # Slurm keeps long reasons, but sinfo -R and scontrol show node lines become unreadable.
 MAX_REASON_CHARS = 160
 
 
-def drain_reason(outcome: Outcome) -> str:
+def drain_reason(finding: Finding) -> str:
     """``clusterctl-verify: <check>: <short why>`` for a failed result.
 
     The why is the result's first sentence without its final period, cut to fit.
     """
-    message = outcome.result.message.strip()
+    message = finding.message.strip()
     first = message.split(". ", 1)[0].rstrip(".")
-    reason = f"{DRAIN_PREFIX} {outcome.result.check}: {first}"
+    reason = f"{DRAIN_PREFIX} {finding.code}: {first}"
     if len(reason) > MAX_REASON_CHARS:
         reason = reason[: MAX_REASON_CHARS - 3].rstrip() + "..."
     return reason
@@ -38,12 +39,12 @@ def drain_reasons(report: Report, plan: Plan) -> dict[str, str]:
     """
     slurm_nodes = {n.hostname for n in plan.nodes if n.role == "compute"}
     reasons: dict[str, str] = {}
-    for outcome in report.outcomes:
-        if outcome.verdict is not Verdict.FAIL:
+    for finding in report.findings:
+        if Verdict.of(finding) is not Verdict.FAIL:
             continue
-        for host in outcome.blame:
+        for host in blame_of(finding):
             if host in slurm_nodes and host not in reasons:
-                reasons[host] = drain_reason(outcome)
+                reasons[host] = drain_reason(finding)
     order = [n.hostname for n in plan.nodes]
     return {h: reasons[h] for h in order if h in reasons}
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusterctl.catalog.gpus import GPU_MODELS
-from clusterctl.verify.judge import judge_dcgm, judge_fio, judge_ibstat, judge_nccl, judge_topo
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.fabric import judge_ibstat, judge_topo
+from clusterctl.verify.gpu import judge_dcgm
+from clusterctl.verify.nccl import judge_nccl
 from clusterctl.verify.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.verify.parsers.fio import parse_fio_json
 from clusterctl.verify.parsers.gpu_query import name_matches_model
@@ -20,7 +23,8 @@ from clusterctl.verify.parsers.ibstat import parse_ibstat
 from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import NcclTestsResult, parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
-from clusterctl.verify.result import CheckResult, ParseError
+from clusterctl.verify.result import ParseError
+from clusterctl.verify.storage import judge_fio
 from clusterctl.verify.thresholds import AcceptanceThresholds
 from clusterctl.verify.transport import judge_transport
 
@@ -96,7 +100,7 @@ def nccl_nodes(result: NcclTestsResult, given: int | None) -> tuple[int, str]:
     return 1, "no rank lines in the output and no --nodes: judged as a single-node run"
 
 
-def judge_nccl_debug_output(text: str, fabric: str | None, *, nodes: int | None = None) -> CheckResult:
+def judge_nccl_debug_output(text: str, fabric: str | None, *, nodes: int | None = None) -> Finding:
     """Judge a saved ``NCCL_DEBUG=INFO`` log: the transport every NCCL process chose.
 
     Args:
@@ -110,7 +114,7 @@ def judge_nccl_debug_output(text: str, fabric: str | None, *, nodes: int | None 
     return judge_transport(parse_nccl_debug(text), fabric, nodes=nodes, target="").result
 
 
-def judge_output(kind: Kind, text: str, marks: Marks, *, nodes: int | None = None) -> tuple[CheckResult, list[str]]:
+def judge_output(kind: Kind, text: str, marks: Marks, *, nodes: int | None = None) -> tuple[Finding, list[str]]:
     """Parse and judge one saved output.
 
     Args:

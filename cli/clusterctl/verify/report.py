@@ -1,14 +1,14 @@
 """The verify report: per-node verdicts, heat maps, JSON and a self-contained HTML page.
 
-``Report`` holds every `Outcome` of a run; the per-node view and the heat maps are derived
-from it. ``write_report`` puts ``report.json`` and ``report.html`` under
-``<build dir>/verify/``. The HTML page has its CSS inline and no scripts or external assets,
-so it can be mailed or attached to a ticket as one file.
+``Report`` holds every finding of a run (one per verdict, `clusterctl.verify.result`); the
+per-node view and the heat maps are derived from it. ``write_report`` puts ``report.json`` (the
+reporter's document, `clusterctl.report.document`) and ``report.html`` (``templates/verify/
+report.html.j2``, with its CSS inline and no scripts or external assets, so it can be mailed or
+attached to a ticket as one file) under ``<build dir>/verify/``.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -20,12 +20,16 @@ from rich.text import Text
 
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.render.builddir import write_run_file
-from clusterctl.verify.checks import CHECK_NAMES, Outcome
-from clusterctl.verify.result import Verdict
+from clusterctl.render.tree import render_template
+from clusterctl.report import document
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.checks import CHECK_NAMES
+from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
 from clusterctl.verify.testplan import NcclPlan
 from clusterctl.verify.thresholds import AcceptanceThresholds
 
 REPORT_DIR = "verify"
+HTML_TEMPLATE = "verify/report.html.j2"
 _RANK = {Verdict.SKIPPED: 0, Verdict.PASS: 1, Verdict.FAIL: 2}
 
 
@@ -70,10 +74,10 @@ class NodeSummary:
     notes: tuple[str, ...] = ()
     busbw_gbps: float | None = None
 
-
-def _why(summary: NodeSummary) -> str:
-    """The reasons (else the skip notes) of a node as one line."""
-    return "; ".join(text.rstrip(".") for text in summary.reasons or summary.notes)
+    @property
+    def why(self) -> str:
+        """The reasons (else the skip notes) as one line."""
+        return "; ".join(text.rstrip(".") for text in self.reasons or self.notes)
 
 
 def node_group(node: PlanNode) -> str:
@@ -83,6 +87,28 @@ def node_group(node: PlanNode) -> str:
     if node.su is not None:
         return f"su{node.su}"
     return node.topology_switch or node.rack
+
+
+def _check_verdict(host: str, of_check: list[Finding]) -> tuple[Verdict, list[str], list[str]]:
+    """One check's cell for a node: its verdict, the failures counted against it, the skip notes.
+
+    Fail when it blames the node; pass when any of its results on the node passed (a node cleared
+    by its other pair runs is not at fault); fail when it only failed without blaming anyone
+    (slurmctld unreachable); skipped otherwise.
+    """
+    verdicts = [Verdict.of(f) for f in of_check]
+    blamed = [f for f in of_check if Verdict.of(f) is Verdict.FAIL and host in blame_of(f)]
+    if blamed:
+        return Verdict.FAIL, [f"{f.code}: {f.message}" for f in blamed], []
+    if Verdict.PASS in verdicts:
+        return Verdict.PASS, [], []
+    failed = [f for f in of_check if Verdict.of(f) is Verdict.FAIL and len(hosts_of(f)) <= 2]
+    if failed:
+        return Verdict.FAIL, [f"{f.code}: {f.message}" for f in failed], []
+    if Verdict.FAIL in verdicts:
+        # Only a cluster-wide result failed (a leaf or spine run): not this node's fault.
+        return Verdict.SKIPPED, [], []
+    return Verdict.SKIPPED, [], [f.message for f in of_check]
 
 
 @dataclass
@@ -97,7 +123,7 @@ class Report:
         duration_s: Wall time of the run.
         checks: The checks that ran, in order.
         thresholds: Acceptance thresholds per GPU hardware profile.
-        outcomes: Every result.
+        findings: Every verdict, in the order the checks gave them.
         nodes: Every node of the plan, in plan order.
         test_plan: The NCCL test plan, when the NCCL check ran.
         drains: The drains issued (empty with ``--no-drain``).
@@ -110,7 +136,7 @@ class Report:
     duration_s: float
     checks: list[str]
     thresholds: dict[str, AcceptanceThresholds]
-    outcomes: list[Outcome]
+    findings: list[Finding]
     nodes: list[PlanNode]
     test_plan: NcclPlan | None = None
     drains: list[DrainAction] = field(default_factory=list)
@@ -129,54 +155,36 @@ class Report:
     @property
     def failed(self) -> bool:
         """Whether any check failed."""
-        return any(o.verdict is Verdict.FAIL for o in self.outcomes)
+        return any(Verdict.of(f) is Verdict.FAIL for f in self.findings)
 
     def count(self, verdict: Verdict) -> int:
         """Results with ``verdict``."""
-        return sum(1 for o in self.outcomes if o.verdict is verdict)
+        return sum(1 for f in self.findings if Verdict.of(f) is verdict)
 
     def failing_nodes(self) -> list[str]:
         """Nodes a failure is counted against, in plan order."""
-        blamed = {h for o in self.outcomes if o.verdict is Verdict.FAIL for h in o.blame}
+        blamed = {h for f in self.findings if Verdict.of(f) is Verdict.FAIL for h in blame_of(f)}
         return [n.hostname for n in self.nodes if n.hostname in blamed]
 
-    def cluster_failures(self) -> list[Outcome]:
+    def cluster_failures(self) -> list[Finding]:
         """Failures pinned on no node: partitions, aggregate storage, leaf and spine runs."""
-        return [o for o in self.outcomes if o.verdict is Verdict.FAIL and not o.blame]
+        return [f for f in self.findings if Verdict.of(f) is Verdict.FAIL and not blame_of(f)]
 
     def node_summaries(self) -> list[NodeSummary]:
-        """One summary per node of the plan.
-
-        A check's cell is fail when it blames the node; pass when any of its results on
-        the node passed (a node cleared by its other pair runs is not at fault); fail when
-        it only failed without blaming anyone (slurmctld unreachable); skipped otherwise.
-        """
+        """One summary per node of the plan (see `_check_verdict` for each check's cell)."""
         summaries: list[NodeSummary] = []
         for node in self.nodes:
             host = node.hostname
-            mine = [o for o in self.outcomes if host in o.hosts]
+            mine = [f for f in self.findings if host in hosts_of(f)]
             checks: dict[str, Verdict] = {}
             reasons: list[str] = []
             notes: list[str] = []
             for name in CHECK_NAMES:
-                of_check = [o for o in mine if o.check == name]
-                if not of_check:
-                    continue
-                blamed = [o for o in of_check if o.verdict is Verdict.FAIL and host in o.blame]
-                if blamed:
-                    checks[name] = Verdict.FAIL
-                    reasons.extend(f"{o.result.check}: {o.result.message}" for o in blamed)
-                elif any(o.verdict is Verdict.PASS for o in of_check):
-                    checks[name] = Verdict.PASS
-                elif failed := [o for o in of_check if o.verdict is Verdict.FAIL and len(o.hosts) <= 2]:
-                    checks[name] = Verdict.FAIL
-                    reasons.extend(f"{o.result.check}: {o.result.message}" for o in failed)
-                elif any(o.verdict is Verdict.FAIL for o in of_check):
-                    # Only a cluster-wide result failed (a leaf or spine run): not this node's fault.
-                    checks[name] = Verdict.SKIPPED
-                else:
-                    checks[name] = Verdict.SKIPPED
-                    notes.extend(o.result.message for o in of_check)
+                of_check = [f for f in mine if f.rule == name]
+                if of_check:
+                    checks[name], why, skip_notes = _check_verdict(host, of_check)
+                    reasons.extend(why)
+                    notes.extend(skip_notes)
             verdict = max(checks.values(), key=_RANK.__getitem__, default=Verdict.SKIPPED)
             summaries.append(
                 NodeSummary(
@@ -193,9 +201,9 @@ class Report:
         return summaries
 
     def _single_busbw(self, host: str) -> float | None:
-        for o in self.outcomes:
-            if o.check == "nccl" and o.hosts == (host,) and "busbw_gbps" in o.result.figures:
-                return float(o.result.figures["busbw_gbps"])
+        for f in self.findings:
+            if f.rule == "nccl" and hosts_of(f) == (host,) and "busbw_gbps" in figures_of(f):
+                return float(figures_of(f)["busbw_gbps"])
         return None
 
     def group_matrix(self) -> tuple[list[str], dict[tuple[str, str], list[float]], dict[tuple[str, str], str]]:
@@ -210,27 +218,27 @@ class Report:
         if self.test_plan is None:
             return [], {}, {}
         groups = list(self.test_plan.groups)
-        nccl = [o for o in self.outcomes if o.check == "nccl"]
-        with_group_run = {o.detail.get("groups") for o in nccl if o.detail.get("phase") == "group"}
-        cells: dict[tuple[str, str], list[Outcome]] = {}
-        for outcome in nccl:
-            phase = outcome.detail.get("phase")
-            names = [g for g in outcome.detail.get("groups", "").split(",") if g]
-            if len(names) == 1 and (phase == "group" or (phase == "pairs" and names[0] not in with_group_run)):
+        nccl = [f for f in self.findings if f.rule == "nccl"]
+        with_group_run = {tuple(f.data.get("groups", ())) for f in nccl if f.data.get("phase") == "group"}
+        cells: dict[tuple[str, str], list[Finding]] = {}
+        for finding in nccl:
+            phase = finding.data.get("phase")
+            names = list(finding.data.get("groups", ()))
+            if len(names) == 1 and (phase == "group" or (phase == "pairs" and (names[0],) not in with_group_run)):
                 key = (names[0], names[0])
             elif phase == "cross" and len(names) == 2:
                 key = (names[0], names[1])
             else:
                 continue
-            cells.setdefault(key, []).append(outcome)
+            cells.setdefault(key, []).append(finding)
         values: dict[tuple[str, str], list[float]] = {}
         states: dict[tuple[str, str], str] = {}
-        for (a, b), outcomes in cells.items():
-            measured = [o.result.figures.get("busbw_gbps") for o in outcomes]
+        for (a, b), findings in cells.items():
+            measured = [figures_of(f).get("busbw_gbps") for f in findings]
             vals = [float(v) for v in measured if isinstance(v, int | float)]
-            ran = [o for o in outcomes if o.verdict is not Verdict.SKIPPED]
-            worst = max((o.verdict for o in ran), key=_RANK.__getitem__, default=None)
-            state = str(worst) if worst is not None else outcomes[0].result.message
+            ran = [Verdict.of(f) for f in findings if Verdict.of(f) is not Verdict.SKIPPED]
+            worst = max(ran, key=_RANK.__getitem__, default=None)
+            state = str(worst) if worst is not None else findings[0].message
             # The matrix is symmetric: a cross cell shows in both triangles.
             for key in {(a, b), (b, a)}:
                 values[key] = vals
@@ -238,18 +246,20 @@ class Report:
         return groups, values, states
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data."""
-        return {
-            "cluster": self.cluster,
-            "spec_file": self.spec_file,
-            "provider": self.provider,
-            "started_at": self.started_at,
-            "duration_s": round(self.duration_s, 3),
-            "passed": not self.failed,
-            "checks": self.checks,
-            "counts": {str(v): self.count(v) for v in Verdict},
-            "failing_nodes": self.failing_nodes(),
-            "nodes": [
+        """The report as the reporter's JSON document (``docs/schemas/report.schema.json``)."""
+        return document(
+            "verify",
+            self.findings,
+            ok=not self.failed,
+            cluster=self.cluster,
+            spec_file=self.spec_file,
+            provider=self.provider,
+            started_at=self.started_at,
+            duration_s=round(self.duration_s, 3),
+            checks=self.checks,
+            verdicts={str(v): self.count(v) for v in Verdict},
+            failing_nodes=self.failing_nodes(),
+            nodes=[
                 {
                     "hostname": s.hostname,
                     "role": s.role,
@@ -262,25 +272,10 @@ class Report:
                 }
                 for s in self.node_summaries()
             ],
-            "results": [
-                {
-                    "check": o.check,
-                    "name": o.result.check,
-                    "target": o.result.target,
-                    "verdict": str(o.verdict),
-                    "message": o.result.message,
-                    "hint": o.result.hint,
-                    "figures": o.result.figures,
-                    "hosts": list(o.hosts),
-                    "blame": list(o.blame),
-                    "detail": o.detail,
-                }
-                for o in self.outcomes
-            ],
-            "thresholds": {hw: asdict(t) for hw, t in self.thresholds.items()},
-            "test_plan": _test_plan_dict(self.test_plan),
-            "drains": [asdict(d) for d in self.drains],
-        }
+            thresholds={hw: asdict(t) for hw, t in self.thresholds.items()},
+            test_plan=_test_plan_dict(self.test_plan),
+            drains=[asdict(d) for d in self.drains],
+        )
 
 
 def _test_plan_dict(test_plan: NcclPlan | None) -> dict[str, Any] | None:
@@ -317,45 +312,18 @@ def write_report(report: Report, build_dir: Path) -> tuple[Path, Path]:
     return json_path, html_path
 
 
-# --- HTML --------------------------------------------------------------------------------
-
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2330;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde1e8}
-.meta{color:#5b6475;font-size:13px}
-.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:14px 0}
-.banner.pass{background:#e3f5e8;color:#17602f}.banner.fail{background:#fde7e7;color:#8f1d1d}
-table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #dde1e8;padding:4px 8px;text-align:left;
-vertical-align:top}th{background:#f3f5f8}
-td.pass,span.pass{background:#dff3e4;color:#17602f}td.fail,span.fail{background:#fbdada;color:#8f1d1d;font-weight:600}
-td.skipped,span.skipped{background:#eef0f3;color:#5b6475}
-td.none{color:#a0a7b4}
-.heat{display:flex;flex-wrap:wrap;gap:14px}.heat .group{border:1px solid #dde1e8;border-radius:6px;padding:8px}
-.heat .group h3{font-size:13px;margin:0 0 6px}.tiles{display:grid;grid-template-columns:repeat(8,64px);gap:4px}
-.tile{height:44px;border-radius:4px;font-size:11px;display:flex;flex-direction:column;justify-content:center;
-align-items:center;color:#1d2330}.tile b{font-size:11px}
-.matrix td{width:86px;height:40px;text-align:center;font-size:12px}
-.legend span{display:inline-block;padding:2px 8px;margin-right:6px;border-radius:3px;font-size:12px}
-details{margin:4px 0}code{font-size:12px;background:#f3f5f8;padding:1px 3px;border-radius:3px}
-.msg{max-width:720px}
-"""
+# --- HTML: the page's figures; templates/verify/report.html.j2 lays them out ----------------------
 
 
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+def heat_hue(value: float, mark: float | None) -> int | None:
+    """Hue from red (0) below 80 % of the mark, through amber at the mark, to green (130) at 110 %.
 
-
-def _heat_colour(value: float, mark: float | None) -> str:
-    """Red below 80 % of the mark, through amber at the mark, to green at 110 % and above."""
+    None without a mark: the template shows such a tile in a neutral colour.
+    """
     if mark is None or mark <= 0:
-        return "#dfe9f7"
+        return None
     ratio = max(0.0, min(1.0, (value / mark - 0.8) / 0.3))
-    # Interpolate hue from red (0) to green (130) in HSL.
-    return f"hsl({ratio * 130:.0f},70%,78%)"
-
-
-def _verdict_colour(verdict: Verdict | str) -> str:
-    return {"pass": "#dff3e4", "fail": "#fbdada"}.get(str(verdict), "#eef0f3")
+    return round(ratio * 130)
 
 
 def _node_mark(report: Report, node: PlanNode, n_nodes: int) -> float | None:
@@ -368,175 +336,80 @@ def _inter_mark(report: Report) -> float | None:
     return min(marks) if marks else None
 
 
-def _node_table(report: Report, summaries: list[NodeSummary]) -> str:
-    columns = [c for c in report.checks if any(c in s.checks for s in summaries)]
-    head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
-    rows = []
-    for s in summaries:
-        cells = []
-        for c in columns:
-            verdict = s.checks.get(c)
-            cells.append(f'<td class="{_esc(verdict)}">{_esc(verdict)}</td>' if verdict else '<td class="none">-</td>')
-        why = _why(s)
-        rows.append(
-            f'<tr data-node="{_esc(s.hostname)}" data-verdict="{_esc(s.verdict)}">'
-            f'<td class="node">{_esc(s.hostname)}</td><td>{_esc(s.role)}</td><td>{_esc(s.group)}</td>'
-            f'<td class="verdict {_esc(s.verdict)}">{_esc(s.verdict)}</td>{"".join(cells)}'
-            f'<td class="msg">{_esc(why)}</td></tr>'
-        )
-    return (
-        '<table id="nodes"><thead><tr><th>node</th><th>role</th><th>group</th><th>verdict</th>'
-        f"{head}<th>why</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _node_heatmap(report: Report, summaries: list[NodeSummary]) -> str:
+def _tiles(report: Report, summaries: list[NodeSummary]) -> dict[str, list[dict[str, Any]]]:
+    """Per group, one tile per node: its busbw (hue) or its verdict."""
     by_name = {n.hostname: n for n in report.nodes}
-    groups: dict[str, list[NodeSummary]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for s in summaries:
-        groups.setdefault(s.group, []).append(s)
-    blocks = []
-    for name, members in groups.items():
-        tiles = []
-        for s in members:
-            if s.busbw_gbps is not None:
-                colour = _heat_colour(s.busbw_gbps, _node_mark(report, by_name[s.hostname], 1))
-                if s.verdict is Verdict.FAIL:
-                    colour = _verdict_colour(Verdict.FAIL)
-                label = f"{s.busbw_gbps:g}"
-            else:
-                colour, label = _verdict_colour(s.verdict), str(s.verdict)
-            title = _why(s) or str(s.verdict)
-            tiles.append(
-                f'<div class="tile" style="background:{colour}" title="{_esc(title)}">'
-                f"<b>{_esc(s.hostname)}</b><span>{_esc(label)}</span></div>"
-            )
-        blocks.append(f'<div class="group"><h3>{_esc(name)}</h3><div class="tiles">{"".join(tiles)}</div></div>')
-    return f'<div class="heat" id="node-heatmap">{"".join(blocks)}</div>'
+        tile: dict[str, Any] = {"node": s.hostname, "title": s.why or str(s.verdict), "state": str(s.verdict)}
+        if s.busbw_gbps is not None:
+            hue = heat_hue(s.busbw_gbps, _node_mark(report, by_name[s.hostname], 1))
+            # A failed node shows red whatever it measured.
+            tile.update(label=f"{s.busbw_gbps:g}", hue=hue, measured=s.verdict is not Verdict.FAIL)
+        else:
+            tile.update(label=str(s.verdict), hue=None, measured=False)
+        groups.setdefault(s.group, []).append(tile)
+    return groups
 
 
-def _group_heatmap(report: Report) -> str:
+def _matrix(report: Report) -> dict[str, Any]:
+    """The group-pair heat map: rows of cells with the worst busbw, or the state where none ran."""
     groups, values, states = report.group_matrix()
-    if not groups:
-        return '<p class="meta">The NCCL check did not run.</p>'
     mark = _inter_mark(report)
-    head = "".join(f"<th>{_esc(g)}</th>" for g in groups)
     rows = []
     for a in groups:
-        cells = []
+        cells: list[dict[str, Any]] = []
         for b in groups:
-            vals = values.get((a, b), [])
-            state = states.get((a, b), "")
+            vals, state = values.get((a, b), []), states.get((a, b), "")
             if vals:
                 worst, median = min(vals), statistics.median(vals)
-                colour = _heat_colour(worst, mark)
                 title = f"min {worst:g}, median {median:g} GB/s over {len(vals)} runs"
-                cells.append(f'<td style="background:{colour}" title="{_esc(title)}">{worst:g}</td>')
+                cells.append({"value": f"{worst:g}", "hue": heat_hue(worst, mark), "title": title})
             elif state:
-                short = "skipped" if state.startswith("skipped") else state
-                cells.append(
-                    f'<td style="background:{_verdict_colour(short)}" title="{_esc(state)}">{_esc(short)}</td>'
-                )
+                cells.append({"state": "skipped" if state.startswith("skipped") else state, "title": state})
             else:
-                cells.append('<td class="none">-</td>')
-        rows.append(f"<tr><th>{_esc(a)}</th>{''.join(cells)}</tr>")
-    kind = "SU" if report.test_plan and report.test_plan.group_kind == "su" else "leaf group"
-    note = f"all_reduce busbw (GB/s), worst run per cell; mark {mark:g} GB/s" if mark else "all_reduce busbw (GB/s)"
-    return (
-        f'<p class="meta">{_esc(note)}. Diagonal: the {kind} run; elsewhere: node pairs across the spines.</p>'
-        f'<table class="matrix" id="group-heatmap"><tr><th></th>{head}</tr>{"".join(rows)}</table>'
-    )
+                cells.append({})
+        rows.append({"group": a, "cells": cells})
+    return {"groups": groups, "rows": rows, "mark": f"{mark:g}" if mark else ""}
 
 
-def _results_table(outcomes: list[Outcome], table_id: str) -> str:
-    rows = []
-    for o in outcomes:
-        r = o.result
-        figures = ", ".join(f"{k}={v}" for k, v in r.figures.items())
-        extra = ""
-        if figures or o.detail.get("command"):
-            command = f"<code>{_esc(o.detail['command'])}</code><br>" if o.detail.get("command") else ""
-            extra = f"<details><summary>figures</summary>{command}{_esc(figures)}</details>"
-        rows.append(
-            f'<tr data-verdict="{_esc(o.verdict)}"><td>{_esc(r.check)}</td><td>{_esc(r.target)}</td>'
-            f'<td class="{_esc(o.verdict)}">{_esc(o.verdict)}</td><td class="msg">{_esc(r.message)}'
-            f"{'<br><i>' + _esc(r.hint) + '</i>' if r.hint else ''}{extra}</td></tr>"
-        )
-    return (
-        f'<table id="{table_id}"><thead><tr><th>check</th><th>target</th><th>verdict</th><th>message</th></tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _thresholds_html(report: Report) -> str:
-    if not report.thresholds:
-        return '<p class="meta">No GPU nodes: no GPU thresholds apply.</p>'
-    parts = []
-    for hw, t in report.thresholds.items():
-        items = "".join(f"<li>{_esc(line)}</li>" for line in t.basis)
-        parts.append(f"<h3>{_esc(hw)} ({_esc(t.gpu_model)})</h3><ul>{items}</ul>")
-    return "".join(parts)
+def _rows(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [
+        {
+            "finding": f,
+            "verdict": str(Verdict.of(f)),
+            "figures": ", ".join(f"{k}={v}" for k, v in figures_of(f).items()),
+            "command": f.data.get("command", ""),
+        }
+        for f in findings
+    ]
 
 
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML page (inline CSS, no scripts, no external assets)."""
     summaries = report.node_summaries()
     failing = [s for s in summaries if s.verdict is Verdict.FAIL]
-    verdict = "fail" if report.failed else "pass"
-    banner = (
-        f"FAIL: {len(failing)} of {len(summaries)} nodes failed"
-        + (f", {len(report.cluster_failures())} cluster-wide failures" if report.cluster_failures() else "")
-        if report.failed
-        else f"PASS: all {len(summaries)} nodes passed or were skipped with a reason"
-    )
-    counts = ", ".join(f"{report.count(v)} {v}" for v in Verdict)
-    drains = (
-        "".join(
-            f"<li><b>{_esc(d.host)}</b>: {_esc(d.reason)}"
-            + ("" if d.done else f" <span class='fail'>not drained: {_esc(d.error)}</span>")
-            + "</li>"
-            for d in report.drains
-        )
-        or "<li>none</li>"
-    )
-    plan_notes = ""
-    if report.test_plan is not None:
-        waves = "".join(
-            f"<li>wave {w.number}: {_esc(w.phase)}{(' ' + _esc(w.label)) if w.label else ''}, {len(w.runs)} runs</li>"
-            for w in report.test_plan.waves
-        )
-        notes = "".join(f"<li>{_esc(n)}</li>" for n in report.test_plan.notes)
-        plan_notes = f"<h2>NCCL test plan</h2><ul>{waves}{notes}</ul>"
     cluster_failures = report.cluster_failures()
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>clusterctl verify: {_esc(report.cluster)}</title>
-<style>{_CSS}</style></head>
-<body>
-<h1>clusterctl verify: {_esc(report.cluster)}</h1>
-<p class="meta">spec {_esc(report.spec_file)} &middot; provider {_esc(report.provider)} &middot; started
-{_esc(report.started_at)} &middot; {report.duration_s:.1f} s &middot; checks {_esc(", ".join(report.checks))}
-&middot; results: {_esc(counts)}</p>
-<div class="banner {verdict}" id="summary">{_esc(banner)}</div>
-<h2>Nodes</h2>
-{_node_table(report, summaries)}
-<h2>Heat map: nodes</h2>
-<p class="legend"><span class="pass">pass</span><span class="fail">fail</span><span class="skipped">skipped</span>
-Tiles with a number show the single-node all_reduce busbw (GB/s), red below the mark to green above it.</p>
-{_node_heatmap(report, summaries)}
-<h2>Heat map: {"SU" if report.test_plan and report.test_plan.group_kind == "su" else "leaf-group"} pairs</h2>
-{_group_heatmap(report)}
-<h2>Cluster-wide failures</h2>
-{_results_table(cluster_failures, "cluster-failures") if cluster_failures else "<p class='meta'>none</p>"}
-<h2>Drained</h2>
-<ul id="drains">{drains}</ul>
-<h2>All results</h2>
-{_results_table(report.outcomes, "results")}
-<h2>Thresholds</h2>
-{_thresholds_html(report)}
-{plan_notes}
-</body></html>
-"""
+    if report.failed:
+        banner = f"FAIL: {len(failing)} of {len(summaries)} nodes failed" + (
+            f", {len(cluster_failures)} cluster-wide failures" if cluster_failures else ""
+        )
+    else:
+        banner = f"PASS: all {len(summaries)} nodes passed or were skipped with a reason"
+    return render_template(
+        HTML_TEMPLATE,
+        report=report,
+        verdict="fail" if report.failed else "pass",
+        banner=banner,
+        counts=", ".join(f"{report.count(v)} {v}" for v in Verdict),
+        columns=[c for c in report.checks if any(c in s.checks for s in summaries)],
+        summaries=summaries,
+        tiles=_tiles(report, summaries),
+        matrix=_matrix(report),
+        group_kind="SU" if report.test_plan and report.test_plan.group_kind == "su" else "leaf group",
+        cluster_failures=_rows(cluster_failures),
+        results=_rows(report.findings),
+    )
 
 
 # --- terminal ------------------------------------------------------------------------------
@@ -556,8 +429,7 @@ def summary_table(report: Report) -> Table:
             Text(str(s.checks[c]), style=_STYLE[s.checks[c]]) if c in s.checks else Text("-", style="dim")
             for c in columns
         ]
-        why = _why(s)
-        table.add_row(s.hostname, s.group, Text(str(s.verdict), style=_STYLE[s.verdict]), *cells, why)
+        table.add_row(s.hostname, s.group, Text(str(s.verdict), style=_STYLE[s.verdict]), *cells, s.why)
     return table
 
 
@@ -566,6 +438,5 @@ def summary_lines(report: Report) -> list[str]:
     lines = []
     for s in report.node_summaries():
         checks = " ".join(f"{name}={verdict}" for name, verdict in s.checks.items())
-        why = _why(s)
-        lines.append(f"{s.hostname} {s.verdict} {checks}" + (f" -- {why}" if why else ""))
+        lines.append(f"{s.hostname} {s.verdict} {checks}" + (f" -- {s.why}" if s.why else ""))
     return lines

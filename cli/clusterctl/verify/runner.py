@@ -14,11 +14,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from clusterctl.plan.models import Plan
-from clusterctl.run.executor import Executor
-from clusterctl.verify.checks import CHECK_NAMES, CHECKS, NcclCheck, Outcome, VerifyContext, VerifyOptions
+from clusterctl.run.jobs import Executor
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.base import VerifyContext, VerifyOptions
+from clusterctl.verify.checks import CHECK_NAMES, CHECKS
 from clusterctl.verify.drain import apply_drains, drain_reasons
+from clusterctl.verify.nccl import NcclCheck
 from clusterctl.verify.report import Report
-from clusterctl.verify.result import Verdict
+from clusterctl.verify.result import Verdict, blame_of
 from clusterctl.verify.testplan import NcclPlan, build_test_plan
 from clusterctl.verify.thresholds import AcceptanceThresholds
 
@@ -60,7 +63,7 @@ def run_verify(
         test_plan: The NCCL test plan; derived from the plan's fabric when None.
 
     Returns:
-        The report, with every outcome.
+        The report, with every finding.
     """
     opts = options or VerifyOptions()
     names = select_checks(opts.only, opts.skip)
@@ -71,21 +74,21 @@ def run_verify(
         test_plan = build_test_plan(plan)
     started = datetime.now(UTC)
     clock = time.monotonic()
-    outcomes: list[Outcome] = []
+    findings: list[Finding] = []
     for check_type in CHECKS:
         if check_type.name not in names:
             continue
         check = NcclCheck(test_plan) if check_type is NcclCheck else check_type()
         found = check.run(ctx)
-        outcomes.extend(found)
-        ctx.failed_nodes.update(h for o in found if o.verdict is Verdict.FAIL for h in o.blame)
+        findings.extend(found)
+        ctx.failed_nodes.update(h for f in found if Verdict.of(f) is Verdict.FAIL for h in blame_of(f))
     return Report.for_plan(
         plan,
         started_at=started.isoformat(timespec="seconds"),
         duration_s=time.monotonic() - clock,
         checks=names,
         thresholds=thresholds,
-        outcomes=outcomes,
+        findings=findings,
         test_plan=test_plan if "nccl" in names else None,
     )
 

@@ -1,50 +1,50 @@
-"""Which NCCL transport each fabric must use, and the verdict on an ``NCCL_DEBUG=INFO`` log.
+"""The NCCL transport: the network every NCCL process chose, from its ``NCCL_DEBUG=INFO`` log.
 
 A job whose NCCL falls back to TCP sockets runs, an order of magnitude slower, and nothing
 else says so. The verdict reads the network every NCCL process chose (see
 `clusterctl.verify.parsers.nccl_debug`) and fails, naming the node and quoting the line,
-when it is not the fabric's:
-
-==================  =========================================================================
-fabric              transport NCCL must use (network names as NCCL prints them)
-==================  =========================================================================
-infiniband, roce    ``IB`` (NCCL's verbs transport) or ``IBext``/``IBext_vN`` (HPC-X plugin),
-                    over HCAs whose link layer is the fabric's (``/IB`` or ``/RoCE``)
-efa                 ``Libfabric`` (``AWS Libfabric`` before aws-ofi-nccl v1.13.0-aws, or
-                    ``OFI``) with libfabric's ``efa`` provider
-gpudirect-tcpxo     ``FasTrak`` (the GPUDirect-TCPXO plugin, A3 Mega)
-gpudirect-tcpx      ``GPUDirectTCPX_v7`` (the GPUDirect-TCPX plugin, A3 High)
-gcp-rdma            ``gIB`` (Google's RDMA plugin, A3 Ultra / A4)
-ethernet            ``Socket`` (no RDMA fabric), or ``IB`` where the NICs do RoCE
-==================  =========================================================================
-
-Sources: NCCL ``src/init.cc`` ("Using network %s"), ``src/transport/net_ib/init.cc``
-("NET/IB : Using ...", "No device found"); aws-ofi-nccl ``src/nccl_ofi_interface_nvidia.cpp``
-(``.name = "Libfabric"``, commit 7c014f0d, first in v1.13.0-aws) and ``src/nccl_ofi_net.cpp``
-("Selected provider is %s, fabric is %s (found %d nics)"); google/nccl-plugin-gpudirect-tcpxo
-``tcpdirect_plugin/fastrak_offload/fastrak_plugin.cc`` (``ncclNetPlugin_v7 = {"FasTrak", ...}``);
-Google Cloud "Run NCCL on Compute Engine instances" (NCCL/gIB: "Using network gIB").
+when it is not the fabric's (`clusterctl.catalog.transports` says which that is). The check
+runs one small all_reduce_perf per pair of nodes with ``NCCL_DEBUG=INFO`` and judges each log.
 
 A single node connects its GPUs through P2P/SHM and never uses the network: such a log is
 "intra-node only", a skip with the network NCCL picked, not a failure.
+
+``judge_transport`` is pure (no plan, no pydantic) so the GPU-machine script in ``tests/gpu/``
+uses it as is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from clusterctl.catalog.instances import instance_type
-from clusterctl.verify.parsers.nccl_debug import Family, NcclDebugLog, NcclLine, NcclProcess, network_family
-from clusterctl.verify.result import CheckResult, Verdict
+from clusterctl.catalog.transports import ANY_RDMA, FABRIC_TRANSPORTS, ExpectedTransport, expected_transport
+from clusterctl.hostlist import compress
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.base import EMULATED, Check, VerifyContext, last_line, transport_problem
+from clusterctl.verify.parsers.nccl_debug import NcclDebugLog, NcclLine, NcclProcess, network_family, parse_nccl_debug
+from clusterctl.verify.result import (
+    ParseError,
+    Verdict,
+    check_finding,
+    failed,
+    skipped,
+    with_figures,
+    with_run,
+)
+from clusterctl.verify.testplan import NcclRun, eligible_nodes, fabric_groups, partition_of, srun_command
 
 CHECK = "nccl.transport"
+
 # Quoted lines are cut to this length in messages (a NET/IB line lists every HCA).
 _QUOTE_MAX = 200
+
 # Hosts named one by one in a message; the rest are counted.
 _NAMED_MAX = 3
+
 # Warnings that mean NCCL stopped before it had a network: a forced NCCL_NET that is not there
 # (src/plugin/net.cc, "network %s not found" in older sources), no plugin that initialised, or
 # aws-ofi-nccl finding no provider (src/nccl_ofi_net.cpp, src/nccl_ofi_rdma.cpp).
@@ -56,95 +56,6 @@ _INIT_FAILURE_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class ExpectedTransport:
-    """What NCCL must use on one fabric.
-
-    Attributes:
-        families: Network families that pass (`network_family`).
-        label: The transport in words, for messages.
-        link_layer: The HCA link layer NCCL's verbs transport must report (``IB``, ``RoCE``).
-        provider: The libfabric provider aws-ofi-nccl must select.
-        hint: What to look at when a node uses something else.
-    """
-
-    families: tuple[Family, ...]
-    label: str
-    link_layer: str | None = None
-    provider: str | None = None
-    hint: str = ""
-
-
-_IB_HINT = (
-    "NCCL found no usable HCA there: check ibv_devinfo (ports Active), that the RDMA stack and "
-    "the node's NCCL_IB_HCA names match its devices (ls /sys/class/infiniband), and NCCL_IB_DISABLE"
-)
-FABRIC_TRANSPORTS: dict[str, ExpectedTransport] = {
-    "infiniband": ExpectedTransport(("ib",), "NET/IB over InfiniBand (IB or IBext)", link_layer="IB", hint=_IB_HINT),
-    "roce": ExpectedTransport(("ib",), "NET/IB over RoCE (IB or IBext)", link_layer="RoCE", hint=_IB_HINT),
-    "efa": ExpectedTransport(
-        ("ofi",),
-        "the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider",
-        provider="efa",
-        hint=(
-            "check that the EFA installer and aws-ofi-nccl are installed on the node, that the plugin's lib "
-            "directory is on LD_LIBRARY_PATH, that fi_info -p efa lists the EFA devices (containers need "
-            "/dev/infiniband), and that FI_PROVIDER is not set to another provider"
-        ),
-    ),
-    "gpudirect-tcpxo": ExpectedTransport(
-        ("fastrak",),
-        "the GPUDirect-TCPXO plugin (FasTrak)",
-        hint=(
-            "check that /var/lib/tcpxo/lib64 is on LD_LIBRARY_PATH, that the job sourced nccl-env-profile.sh, "
-            "and that the RxDM daemon runs on the node"
-        ),
-    ),
-    "gpudirect-tcpx": ExpectedTransport(
-        ("tcpx",),
-        "the GPUDirect-TCPX plugin (GPUDirectTCPX_v7)",
-        hint="check that /var/lib/tcpx/lib64 is on LD_LIBRARY_PATH and that the RxDM daemon runs on the node",
-    ),
-    "gcp-rdma": ExpectedTransport(
-        ("gib",),
-        "Google's NCCL/gIB plugin",
-        hint="check that /usr/local/gib/lib64 is on LD_LIBRARY_PATH and that the job sourced set_nccl_env.sh",
-    ),
-    "ethernet": ExpectedTransport(("socket", "ib"), "sockets (no RDMA fabric) or NET/IB on RoCE NICs"),
-}
-# Without a fabric (check-output with no --spec or --fabric) only a socket fallback fails.
-_ANY_RDMA = ExpectedTransport(
-    ("ib", "ofi", "fastrak", "tcpx", "gib", "other"),
-    "any network but sockets",
-    hint="NCCL fell back to TCP sockets; the fabric's transport (RDMA NIC, plugin) is missing on that node",
-)
-
-
-def expected_transport(fabric: str | None) -> ExpectedTransport:
-    """The transport a fabric kind needs; without one, anything but sockets."""
-    return FABRIC_TRANSPORTS.get(fabric or "", _ANY_RDMA)
-
-
-def fabric_for(fabric_kind: str, instance_type_name: str | None = None) -> tuple[str, str]:
-    """The fabric a hardware profile's nodes are on, and where that comes from.
-
-    A cloud GPU instance type brings its own fabric (``p5.48xlarge``: efa), which differs
-    from the spec's ``fabric.kind`` for burst groups of an on-prem cluster; otherwise the
-    spec's fabric.
-
-    Args:
-        fabric_kind: The spec's ``fabric.kind``.
-        instance_type_name: The hardware profile's ``instance_type``, when it has one.
-
-    Returns:
-        ``(fabric kind, source)``, e.g. ``("efa", "instance type p5.48xlarge")``.
-    """
-    itype = instance_type(instance_type_name)
-    if itype is not None and itype.is_gpu and itype.fabric in FABRIC_TRANSPORTS:
-        return itype.fabric, f"instance type {itype.name}"
-    return fabric_kind, "fabric.kind"
-
-
-@dataclass(frozen=True)
 class TransportJudgement:
     """The verdict, and the nodes it is about.
 
@@ -153,7 +64,7 @@ class TransportJudgement:
         failing_hosts: Nodes whose NCCL used the wrong transport (drain candidates).
     """
 
-    result: CheckResult
+    result: Finding
     failing_hosts: tuple[str, ...] = ()
 
 
@@ -204,7 +115,7 @@ def _process_problem(process: NcclProcess, expected: ExpectedTransport) -> tuple
         what = "fell back to sockets" if family == "socket" else f"used network {name}"
         if how == "inferred" and line is process.ib_missing:
             what = "found no IB device, so no RDMA network"
-        return f"NCCL {what}" + ("" if expected is _ANY_RDMA else f", not {expected.label}"), line
+        return f"NCCL {what}" + ("" if expected is ANY_RDMA else f", not {expected.label}"), line
     if expected.provider and process.ofi_provider:
         provider = process.ofi_provider.split(";")[0].lower()
         if provider != expected.provider:
@@ -295,7 +206,7 @@ def judge_transport(
             else "the log does not say which network it would use between nodes"
         )
         return TransportJudgement(
-            CheckResult(
+            check_finding(
                 CHECK,
                 target,
                 Verdict.SKIPPED,
@@ -330,21 +241,21 @@ def judge_transport(
         if missing:
             parts.append(f"{', '.join(missing)} printed no line that says which network NCCL used")
         figures["failing_hosts"] = ", ".join(h or "?" for h in failing + tuple(missing))
-        hint = expected.hint or _ANY_RDMA.hint
+        hint = expected.hint or ANY_RDMA.hint
         whys = [why for found in problems.values() for _, why, _ in found]
         if whys and all(why.startswith("NCCL's HCAs run") for why in whys):
             hint = _LINK_LAYER_HINT
         if missing and not problems:
             hint = "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; check that NCCL started on those nodes."
         return TransportJudgement(
-            CheckResult(
+            check_finding(
                 CHECK, target, Verdict.FAIL, figures, "; ".join(parts) + ".", hint[:1].upper() + hint[1:] + "."
             ),
             failing_hosts=tuple(h for h in failing + tuple(missing) if h),
         )
     if not seen_ok:
         return TransportJudgement(
-            CheckResult(
+            check_finding(
                 CHECK,
                 target,
                 Verdict.SKIPPED,
@@ -359,5 +270,98 @@ def judge_transport(
     hosts_text = f"{len(seen_ok)} {'host' if len(seen_ok) == 1 else 'hosts'}"
     what = f"{expected.label}, as {fabric} needs" if fabric in FABRIC_TRANSPORTS else "no socket fallback"
     return TransportJudgement(
-        CheckResult(CHECK, target, Verdict.PASS, figures, f"NCCL used {names} on {hosts_text} ({what}){note}.")
+        check_finding(CHECK, target, Verdict.PASS, figures, f"NCCL used {names} on {hosts_text} ({what}){note}.")
     )
+
+
+# --- the check ------------------------------------------------------------------------------
+
+# Set in every task: NCCL_DEBUG=INFO prints the transport lines; INIT,NET keeps just those
+# subsystems ("Using network", "NET/IB : Using", channel lines are INIT|NET in NCCL's sources).
+TRANSPORT_TASK_ENV = ("NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET")
+
+# Small messages: the transport is chosen at init; the run only has to connect.
+_TRANSPORT_BYTES = (1 << 20, 16 << 20)
+
+
+def transport_pairs(ctx: VerifyContext) -> list[tuple[str, str]]:
+    """Two-node runs that give every schedulable GPU node a partner, neighbours first.
+
+    Nodes follow the fabric's groups (SU or leaf), so most pairs share a leaf; with an odd
+    count the last node is paired with the first. Nodes an earlier check blamed sit out.
+    """
+    _kind, groups = fabric_groups(ctx.plan)
+    hosts = [h for members in groups.values() for h in members if h not in ctx.failed_nodes]
+    pairs = [(hosts[i], hosts[i + 1]) for i in range(0, len(hosts) - 1, 2)]
+    if len(hosts) % 2 and len(hosts) > 1:
+        pairs.append((hosts[-1], hosts[0]))
+    return pairs
+
+
+def judge_transport_run(ctx: VerifyContext, run: NcclRun, rc: int, out: str, err: str) -> TransportJudgement:
+    """Judge one two-node ``NCCL_DEBUG=INFO`` run: each node's NCCL on the fabric's transport."""
+    target = run.hostlist
+    problem = transport_problem(CHECK, ctx.launcher, "srun", rc, err)
+    if problem is not None:
+        return TransportJudgement(dataclasses.replace(problem, node=target))
+    # srun --label numbers tasks 0..n-1, gpus_per_node per node in --nodelist order (block distribution).
+    task_hosts = {t: run.hosts[t // run.gpus_per_node] for t in range(len(run.hosts) * run.gpus_per_node)}
+    try:
+        log = parse_nccl_debug(f"{out}\n{err}")
+    except ParseError:
+        why = last_line(err) or "no output"
+        return TransportJudgement(
+            failed(
+                CHECK,
+                target,
+                f"all_reduce_perf printed no NCCL debug line (srun exit {rc}): {why}",
+                "Run the srun command from the report by hand on the login node; check the NCCL install.",
+                rc=rc,
+            )
+        )
+    judgement = judge_transport(
+        log, ctx.plan.fabric.kind, nodes=len(run.hosts), hosts=run.hosts, task_hosts=task_hosts, target=target
+    )
+    if rc != 0 and Verdict.of(judgement.result) is Verdict.PASS:
+        result = with_figures(judgement.result, rc=rc)
+        message = result.message[:-1] + f"; srun exited {rc} afterwards (see the nccl check)."
+        return dataclasses.replace(judgement, result=dataclasses.replace(result, message=message))
+    return judgement
+
+
+class TransportCheck(Check):
+    """The transport NCCL chose between two nodes, from ``NCCL_DEBUG=INFO``: never a socket fallback."""
+
+    name = "transport"
+    title = "NCCL transport"
+
+    def run(self, ctx: VerifyContext) -> list[Finding]:
+        """One small all_reduce_perf per pair of nodes, every pair at once, each log judged."""
+        nodes = eligible_nodes(ctx.plan)
+        if any(n.emulated for n in nodes):
+            return [with_run(skipped(CHECK, compress(n.hostname for n in nodes), EMULATED), self.name)]
+        pairs = transport_pairs(ctx)
+        if not pairs:
+            reason = "skipped: needs two schedulable GPU nodes"
+            return [with_run(skipped(CHECK, "", reason), self.name)]
+        by_name = {n.hostname: n for n in nodes}
+        options = dataclasses.replace(ctx.options.nccl, min_bytes=_TRANSPORT_BYTES[0], max_bytes=_TRANSPORT_BYTES[1])
+        runs = [
+            NcclRun(
+                phase="pairs",
+                hosts=pair,
+                groups=(),
+                gpus_per_node=min(by_name[h].gpus for h in pair),
+                partition=partition_of(ctx.plan, pair),
+            )
+            for pair in pairs
+        ]
+        commands = [srun_command(run, options, job="transport", task_env=TRANSPORT_TASK_ENV) for run in runs]
+        ctx.progress(f"{self.title}: {len(runs)} two-node runs with NCCL_DEBUG=INFO")
+        jobs = [(ctx.launcher, command, ctx.options.nccl_timeout_s) for command in commands]
+        outcomes: list[Finding] = []
+        for run, command, (rc, out, err) in zip(runs, commands, ctx.run(jobs), strict=True):
+            judgement = judge_transport_run(ctx, run, rc, out, err)
+            blame = tuple(h for h in judgement.failing_hosts if h in run.hosts)
+            outcomes.append(with_run(judgement.result, self.name, run.hosts, blame, command=command))
+        return outcomes

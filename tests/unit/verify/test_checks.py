@@ -21,30 +21,18 @@ from clusterctl.run.executor import (
     run_many,
 )
 from clusterctl.run.sshopts import SshAccess, SshEndpoint, save_access
-from clusterctl.verify.checks import (
-    CONTAINER,
-    EMULATED,
-    DcgmCheck,
-    GpuInventoryCheck,
-    IbCheck,
-    Outcome,
-    StorageCheck,
-    TimeSyncCheck,
-    VerifyContext,
-    VerifyOptions,
-    fio_command,
-    judge_slurm_node,
-    judge_slurmd,
-    judge_storage_node,
-    judge_time,
-    nccl_blame,
-    skipped,
-)
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.base import CONTAINER, EMULATED, VerifyContext, VerifyOptions
 from clusterctl.verify.drain import MAX_REASON_CHARS, drain_command, drain_reason
-from clusterctl.verify.gpu_inventory import judge_gpu_inventory
+from clusterctl.verify.fabric import IbCheck
+from clusterctl.verify.gpu import DcgmCheck, GpuInventoryCheck, judge_gpu_inventory
+from clusterctl.verify.nccl import nccl_blame
 from clusterctl.verify.parsers.gpu_query import parse_gpu_query
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
-from clusterctl.verify.result import CheckResult, Verdict
+from clusterctl.verify.result import Verdict, blame_of, check_finding, figures_of, skipped, with_run
+from clusterctl.verify.slurm import judge_slurm_node, judge_slurmd
+from clusterctl.verify.storage import StorageCheck, fio_command, judge_storage_node
+from clusterctl.verify.timesync import TimeSyncCheck, judge_time
 
 LOCAL = load_and_validate(EXAMPLES / "local.yaml").plan
 ONPREM = load_and_validate(EXAMPLES / "onprem-h100-256.yaml").plan
@@ -62,8 +50,8 @@ def test_gpu_inventory_passes() -> None:
         parse_gpu_query(gpu_query()), expected_gpus=8, gpu_model="H100-SXM-80GB", driver_pin="570.133.20"
     )
 
-    assert result.verdict is Verdict.PASS
-    assert result.figures["gpus"] == 8
+    assert Verdict.of(result) is Verdict.PASS
+    assert figures_of(result)["gpus"] == 8
 
 
 def test_gpu_inventory_names_every_difference() -> None:
@@ -73,7 +61,7 @@ def test_gpu_inventory_names_every_difference() -> None:
         parse_gpu_query(text), expected_gpus=8, gpu_model="H100-SXM-80GB", driver_pin="570.133.20", target="gpu009"
     )
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     assert result.message == (
         "7 GPUs found, the plan has 8; NVIDIA H100 PCIe is not H100-SXM-80GB; "
         "driver 550.54.15 is loaded, the pin is 570.133.20."
@@ -87,15 +75,15 @@ def test_gpu_check_skips_emulated_nodes_and_fails_without_a_driver() -> None:
 
     outcomes = GpuInventoryCheck().run(local)
 
-    assert [o.result.message for o in outcomes] == [EMULATED] * 4
+    assert [o.message for o in outcomes] == [EMULATED] * 4
     assert executor.calls == []
 
     plan = ONPREM.model_copy(deep=True)
     real = VerifyContext(plan=plan, thresholds={}, executor=executor)
     (first, *_) = GpuInventoryCheck().run(real)
-    assert first.verdict is Verdict.FAIL
-    assert first.blame == ("gpu001",)
-    assert "nvidia-smi output could not be read (exit 6), line 1" in first.result.message
+    assert Verdict.of(first) is Verdict.FAIL
+    assert blame_of(first) == ("gpu001",)
+    assert "nvidia-smi output could not be read (exit 6), line 1" in first.message
 
 
 def test_missing_tool_and_transport_failures() -> None:
@@ -107,7 +95,7 @@ def test_missing_tool_and_transport_failures() -> None:
     executor = ReplayExecutor(lambda host, cmd: answers.get(host, (0, "", "")))
     ctx = VerifyContext(plan=ONPREM, thresholds={}, executor=executor)
 
-    outcomes = {o.result.target: o.result for o in DcgmCheck().run(ctx)}
+    outcomes = {o.node: o for o in DcgmCheck().run(ctx)}
 
     assert outcomes["gpu001"].message == "dcgmi is not installed on gpu001."
     assert "datacenter-gpu-manager" in outcomes["gpu001"].hint
@@ -116,7 +104,7 @@ def test_missing_tool_and_transport_failures() -> None:
         outcomes["gpu003"].message
         == "gpu003 could not be reached: ssh: connect to host 10.20.0.15 port 22: No route to host"
     )
-    assert all(r.verdict is Verdict.FAIL for r in outcomes.values())
+    assert all(Verdict.of(r) is Verdict.FAIL for r in outcomes.values())
 
 
 def test_ib_check_skips_non_infiniband_fabrics() -> None:
@@ -125,20 +113,20 @@ def test_ib_check_skips_non_infiniband_fabrics() -> None:
 
     (first, *_) = IbCheck().run(ctx)
 
-    assert first.result.message == "skipped: the fabric is efa, which has no InfiniBand ports"
+    assert first.message == "skipped: the fabric is efa, which has no InfiniBand ports"
 
 
 # --- time -----------------------------------------------------------------------------------
 
 
 def test_time_sync_verdicts() -> None:
-    assert judge_time(chronyc(0.0004), 0.1).verdict is Verdict.PASS
+    assert Verdict.of(judge_time(chronyc(0.0004), 0.1)) is Verdict.PASS
     assert judge_time(chronyc(-0.3), 0.1).message == "The clock is 0.300 s off NTP time, more than 0.1 s."
     lost = judge_time(chronyc(0.0, leap="Not synchronised", reference="00000000 ()"), 0.1)
-    assert lost.verdict is Verdict.FAIL
+    assert Verdict.of(lost) is Verdict.FAIL
     assert "chronyc sources" in lost.hint
-    assert judge_time("NTPSynchronized=yes\n", 0.1).verdict is Verdict.PASS
-    assert judge_time("NTPSynchronized=no\n", 0.1).verdict is Verdict.FAIL
+    assert Verdict.of(judge_time("NTPSynchronized=yes\n", 0.1)) is Verdict.PASS
+    assert Verdict.of(judge_time("NTPSynchronized=no\n", 0.1)) is Verdict.FAIL
 
 
 def test_time_sync_skips_container_nodes() -> None:
@@ -147,7 +135,7 @@ def test_time_sync_skips_container_nodes() -> None:
     outcomes = TimeSyncCheck().run(ctx)
 
     assert len(outcomes) == len(LOCAL.nodes)
-    assert {o.result.message for o in outcomes} == {CONTAINER}
+    assert {o.message for o in outcomes} == {CONTAINER}
 
 
 # --- Slurm ----------------------------------------------------------------------------------
@@ -163,7 +151,7 @@ def test_slurm_node_verdicts() -> None:
 
     assert judge_slurm_node(node, _slurm(scontrol_node("gpu001"))).message == "gpu001 is idle with gpu:h100:8."
     busy = judge_slurm_node(node, _slurm(scontrol_node("gpu001", state="ALLOCATED")))
-    assert (busy.verdict, busy.message) == (Verdict.PASS, "gpu001 is in use (ALLOCATED) with gpu:h100:8.")
+    assert (Verdict.of(busy), busy.message) == (Verdict.PASS, "gpu001 is in use (ALLOCATED) with gpu:h100:8.")
     missing = judge_slurm_node(node, None)
     assert missing.message == "gpu001 is not in slurmctld's node table."
     gres = judge_slurm_node(node, _slurm(scontrol_node("gpu001", gres="gpu:h100:7")))
@@ -178,8 +166,8 @@ def test_slurm_node_drained_by_an_earlier_verify_says_how_to_resume() -> None:
 
     result = judge_slurm_node(_gpu_node(), _slurm(line))
 
-    assert result.verdict is Verdict.FAIL
-    assert result.figures["reason"] == "clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)"
+    assert Verdict.of(result) is Verdict.FAIL
+    assert figures_of(result)["reason"] == "clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)"
     assert result.hint == (
         "An earlier clusterctl verify drained it; once fixed: scontrol update nodename=gpu001 state=resume."
     )
@@ -190,13 +178,13 @@ def test_powered_down_burst_nodes_are_fine() -> None:
 
     result = judge_slurm_node(node, _slurm(scontrol_node("gpu001", state="IDLE+CLOUD+POWERED_DOWN")))
 
-    assert result.verdict is Verdict.PASS
+    assert Verdict.of(result) is Verdict.PASS
 
 
 def test_slurmd_probe() -> None:
-    assert judge_slurmd("gpu001", 0, "active\n", "").verdict is Verdict.PASS
+    assert Verdict.of(judge_slurmd("gpu001", 0, "active\n", "")) is Verdict.PASS
     dead = judge_slurmd("gpu001", 3, "inactive\n", "")
-    assert (dead.verdict, dead.message) == (Verdict.FAIL, "slurmd is not running (systemctl: inactive).")
+    assert (Verdict.of(dead), dead.message) == (Verdict.FAIL, "slurmd is not running (systemctl: inactive).")
 
 
 # --- storage --------------------------------------------------------------------------------
@@ -213,12 +201,12 @@ def test_storage_node_mount_and_fio_problems() -> None:
         tier, "gpu001", NOT_FOUND_RC, f"lustre {tier.source}\n", "bash: fio: command not found"
     )
 
-    assert ok.verdict is Verdict.PASS
+    assert Verdict.of(ok) is Verdict.PASS
     assert parsed is not None
-    assert ok.figures["fstype"] == "lustre"
+    assert figures_of(ok)["fstype"] == "lustre"
     assert missing.message == "/lustre/datasets is not mounted on gpu001."
     assert wrong.message == "/lustre/datasets on gpu001 is ext4, not lustre."
-    assert (no_fio.verdict, no_fio.message) == (Verdict.SKIPPED, "skipped: fio is not installed")
+    assert (Verdict.of(no_fio), no_fio.message) == (Verdict.SKIPPED, "skipped: fio is not installed")
 
 
 def test_storage_without_tiers_says_so() -> None:
@@ -226,7 +214,7 @@ def test_storage_without_tiers_says_so() -> None:
 
     (outcome,) = StorageCheck().run(ctx)
 
-    assert outcome.result.message == "skipped: no storage tiers in the spec"
+    assert outcome.message == "skipped: no storage tiers in the spec"
 
 
 def test_fio_command_runs_in_a_private_directory_and_cleans_up() -> None:
@@ -241,9 +229,9 @@ def test_fio_command_runs_in_a_private_directory_and_cleans_up() -> None:
 # --- NCCL blame -----------------------------------------------------------------------------
 
 
-def _run(hosts: tuple[str, ...], verdict: Verdict) -> Outcome:
-    result = CheckResult("nccl.all_reduce", ",".join(hosts), verdict, {}, "")
-    return Outcome("nccl", result, hosts)
+def _run(hosts: tuple[str, ...], verdict: Verdict) -> Finding:
+    result = check_finding("nccl.all_reduce", ",".join(hosts), verdict, {}, "")
+    return with_run(result, "nccl", hosts)
 
 
 def test_blame_singles_out_the_node_that_fails_with_every_partner() -> None:
@@ -264,7 +252,9 @@ def test_blame_singles_out_the_node_that_fails_with_every_partner() -> None:
 
 
 def test_blame_names_both_when_a_pair_is_all_there_is() -> None:
-    blamed = nccl_blame([_run(("a", "b"), Verdict.FAIL), _run(("c",), skipped("nccl", "nccl", "c", "x").verdict)])
+    blamed = nccl_blame(
+        [_run(("a", "b"), Verdict.FAIL), _run(("c",), Verdict.of(skipped("nccl.all_reduce", "c", "x")))]
+    )
 
     assert sorted(blamed) == ["a", "b"]
     assert "cannot tell which" in blamed["a"]
@@ -274,13 +264,13 @@ def test_blame_names_both_when_a_pair_is_all_there_is() -> None:
 
 
 def test_drain_reason_and_command() -> None:
-    result = CheckResult("ib.ports", "gpu003", Verdict.FAIL, {}, "mlx5_3/1 is Down (Polling). More text here.")
-    long = CheckResult("dcgm.diag", "gpu003", Verdict.FAIL, {}, "x" * 300)
+    result = check_finding("ib.ports", "gpu003", Verdict.FAIL, {}, "mlx5_3/1 is Down (Polling). More text here.")
+    long = check_finding("dcgm.diag", "gpu003", Verdict.FAIL, {}, "x" * 300)
 
-    reason = drain_reason(Outcome("ib", result, ("gpu003",), ("gpu003",)))
+    reason = drain_reason(with_run(result, "ib", ("gpu003",), ("gpu003",)))
 
     assert reason == "clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)"
-    assert len(drain_reason(Outcome("dcgm", long, ("gpu003",), ("gpu003",)))) == MAX_REASON_CHARS
+    assert len(drain_reason(with_run(long, "dcgm", ("gpu003",), ("gpu003",)))) == MAX_REASON_CHARS
     assert drain_command("gpu003", reason) == (
         "scontrol update nodename=gpu003 state=drain reason='clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)'"
     )

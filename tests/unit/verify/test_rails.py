@@ -24,10 +24,12 @@ from tests.verify_testkit import ReplayExecutor, ibstat
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from clusterctl.run.executor import UNREACHABLE_RC
-from clusterctl.verify.checks import IbCheck, Outcome, TopoCheck, VerifyContext
+from clusterctl.spec.findings import Finding
+from clusterctl.verify.base import VerifyContext
+from clusterctl.verify.fabric import IbCheck, TopoCheck
 from clusterctl.verify.parsers.rdma_rails import parse_node_rails, port_guid_of_gid, sysfs_guid
 from clusterctl.verify.rails import RAILS_COMMAND, rail_devices, rails_command
-from clusterctl.verify.result import ParseError, Verdict
+from clusterctl.verify.result import ParseError, Verdict, blame_of, figures_of
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
@@ -108,7 +110,7 @@ def plan_with(tmp_path: Path, rails: list[str], nodes: int = 2) -> Plan:
 
 def run_check(
     check: TopoCheck | IbCheck, plan: Plan, answers: dict[str, str], outputs: dict[str, str]
-) -> list[Outcome]:
+) -> list[Finding]:
     """Run ``check`` with ``answers`` to the rails command and ``outputs`` to the tool, per host."""
 
     def handler(host: str, command: str) -> tuple[int, str, str] | None:
@@ -213,10 +215,10 @@ def test_topo_and_ib_pass_on_pci_rails_under_both_naming_schemes(
     topo = run_check(TopoCheck(), plan, answers, dict.fromkeys(hosts, topo_naming(fixtures_dir, devices)))
     ib = run_check(IbCheck(), plan, answers, dict.fromkeys(hosts, ibstat(devices)))
 
-    assert [o.verdict for o in topo + ib] == [Verdict.PASS] * 4
-    assert topo[0].result.figures["GPU1"] == f"{devices[1]} PIX"
-    assert topo[0].result.figures["rail_devices"] == ",".join(devices)
-    assert ib[0].result.figures[f"{devices[7]}/1"] == "Active LinkUp 400"
+    assert [Verdict.of(o) for o in topo + ib] == [Verdict.PASS] * 4
+    assert figures_of(topo[0])["GPU1"] == f"{devices[1]} PIX"
+    assert figures_of(topo[0])["rail_devices"] == ",".join(devices)
+    assert figures_of(ib[0])[f"{devices[7]}/1"] == "Active LinkUp 400"
 
 
 def test_the_same_outputs_judged_by_the_spec_names_would_fail(tmp_path: Path, fixtures_dir: Path) -> None:
@@ -227,9 +229,9 @@ def test_the_same_outputs_judged_by_the_spec_names_would_fail(tmp_path: Path, fi
 
     (topo, _) = run_check(TopoCheck(), plan, dict.fromkeys(hosts, answer), dict.fromkeys(hosts, ""))
 
-    assert topo.verdict is Verdict.FAIL
-    assert topo.blame == ("gpu001",)
-    assert topo.result.message.startswith(
+    assert Verdict.of(topo) is Verdict.FAIL
+    assert blame_of(topo) == ("gpu001",)
+    assert topo.message.startswith(
         "rail 0 (mlx5_0), rail 1 (mlx5_3), rail 2 (mlx5_4), rail 3 (mlx5_5), rail 4 (mlx5_6), rail 5 (mlx5_9), "
         "rail 6 (mlx5_10), rail 7 (mlx5_11) had no RDMA device on gpu001 when the rdma role ran "
     )
@@ -246,9 +248,9 @@ def test_a_down_port_names_its_rail_and_device(tmp_path: Path) -> None:
         {"gpu001": ibstat(RAILS_IBP, down=("ibp64s0",)), "gpu002": ibstat(RAILS_IBP)},
     )
 
-    assert ib.verdict is Verdict.FAIL
-    assert ib.result.message == "ibp64s0/1 is Down (Polling)."
-    assert ib.result.hint.endswith(
+    assert Verdict.of(ib) is Verdict.FAIL
+    assert ib.message == "ibp64s0/1 is Down (Polling)."
+    assert ib.hint.endswith(
         "The rails on gpu001 (/etc/clusterctl/rdma-rails.conf): rail 0 0000:18:00.0 = ibp24s0, "
         "rail 1 0000:40:00.0 = ibp64s0, rail 2 0000:4f:00.0 = ibp79s0, rail 3 0000:5e:00.0 = ibp94s0, "
         "rail 4 0000:9a:00.0 = ibp154s0, rail 5 0000:c0:00.0 = ibp192s0, rail 6 0000:ce:00.0 = ibp206s0, "
@@ -264,14 +266,14 @@ def test_node_that_is_not_converged_is_reported(tmp_path: Path, fixtures_dir: Pa
     outcomes = run_check(TopoCheck(), plan, {"gpu002": answer}, dict.fromkeys(("gpu001", "gpu002"), topo_text))
 
     first, second = outcomes
-    assert first.verdict is Verdict.FAIL
-    assert first.blame == ("gpu001",)
-    assert first.result.message == (
+    assert Verdict.of(first) is Verdict.FAIL
+    assert blame_of(first) == ("gpu001",)
+    assert first.message == (
         "gpu001 has no /etc/clusterctl/rdma-rails.conf, so its rails' RDMA device names are unknown: "
         "the rdma role has not run there (the node is not converged)."
     )
-    assert first.result.hint.startswith("Converge the node (clusterctl up SPEC)")
-    assert second.verdict is Verdict.PASS
+    assert first.hint.startswith("Converge the node (clusterctl up SPEC)")
+    assert Verdict.of(second) is Verdict.PASS
 
 
 def test_rails_file_read_once_for_both_checks_and_transport_failures(tmp_path: Path) -> None:
@@ -291,7 +293,7 @@ def test_rails_file_read_once_for_both_checks_and_transport_failures(tmp_path: P
     topo = TopoCheck().run(ctx)
 
     assert len(executor.commands(RAILS_COMMAND)) == 2
-    assert ib[0].verdict is Verdict.PASS
-    assert ib[1].result.message == "gpu002 could not be reached: ssh: connect to host gpu002 port 22: No route to host"
+    assert Verdict.of(ib[0]) is Verdict.PASS
+    assert ib[1].message == "gpu002 could not be reached: ssh: connect to host gpu002 port 22: No route to host"
     # nvidia-smi is missing on gpu001 here: that is the check's own failure, after the rails.
-    assert topo[0].result.message == "nvidia-smi is not installed on gpu001."
+    assert topo[0].message == "nvidia-smi is not installed on gpu001."

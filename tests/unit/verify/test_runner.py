@@ -30,11 +30,11 @@ from tests.verify_testkit import (
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.verify.acceptance import thresholds_by_hardware
-from clusterctl.verify.checks import VerifyOptions
+from clusterctl.verify.base import VerifyOptions
 from clusterctl.verify.drain import drain_command
 from clusterctl.verify.rails import RAILS_COMMAND
 from clusterctl.verify.report import Report, render_html, write_report
-from clusterctl.verify.result import Verdict
+from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
 from clusterctl.verify.runner import drain_failures, run_verify, select_checks
 
 DATA = Path(__file__).parent / "data"
@@ -108,7 +108,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> tuple[P
 
 
 def _outcomes(report: Report, name: str, target: str | None = None) -> list:
-    return [o for o in report.outcomes if o.result.check == name and (target is None or o.result.target == target)]
+    return [o for o in report.findings if o.code == name and (target is None or o.node == target)]
 
 
 def test_failing_nodes_and_drains(run: tuple[Plan, ReplayExecutor, Report]) -> None:
@@ -133,48 +133,48 @@ def test_dcgm_fail_maps_to_fabric_manager(run: tuple[Plan, ReplayExecutor, Repor
     _, _, report = run
     (dcgm,) = _outcomes(report, "dcgm.diag", "gpu010")
 
-    assert dcgm.verdict is Verdict.FAIL
-    assert "nvidia-fabricmanager" in dcgm.result.hint
+    assert Verdict.of(dcgm) is Verdict.FAIL
+    assert "nvidia-fabricmanager" in dcgm.hint
     # The acceptance level with the NVLink count the PCIe test expects.
-    assert dcgm.detail["command"] == "dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18"
+    assert dcgm.data["command"] == "dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18"
 
 
 def test_bad_nic_is_found_by_its_pairs_and_its_partners_are_cleared(run: tuple[Plan, ReplayExecutor, Report]) -> None:
     _, _, report = run
-    pairs = [o for o in report.outcomes if o.check == "nccl" and "gpu007" in o.hosts and len(o.hosts) == 2]
+    pairs = [o for o in report.findings if o.rule == "nccl" and "gpu007" in hosts_of(o) and len(hosts_of(o)) == 2]
     summaries = {s.hostname: s for s in report.node_summaries()}
 
-    assert [(o.detail["phase"], o.verdict) for o in pairs] == [
+    assert [(o.data["phase"], Verdict.of(o)) for o in pairs] == [
         ("pairs", Verdict.FAIL),
         ("pairs", Verdict.FAIL),
         ("cross", Verdict.SKIPPED),
     ]
-    assert [o.blame for o in pairs[:2]] == [("gpu007",), ("gpu007",)]
-    assert pairs[2].result.message == "skipped: gpu007 failed an earlier check"
+    assert [blame_of(o) for o in pairs[:2]] == [("gpu007",), ("gpu007",)]
+    assert pairs[2].message == "skipped: gpu007 failed an earlier check"
     assert summaries["gpu007"].checks["nccl"] is Verdict.FAIL
     assert summaries["gpu006"].checks["nccl"] is Verdict.PASS
     assert summaries["gpu008"].checks["nccl"] is Verdict.PASS
     # Bad nodes sit out the later phases instead of dragging every big run down.
-    (su1,) = [o for o in report.outcomes if o.detail.get("phase") == "group" and o.detail.get("groups") == "su1"]
-    assert not {"gpu007", "gpu010", "gpu020"} & set(su1.hosts)
-    assert su1.verdict is Verdict.PASS
+    (su1,) = [o for o in report.findings if o.data.get("phase") == "group" and o.data.get("groups") == ["su1"]]
+    assert not {"gpu007", "gpu010", "gpu020"} & set(hosts_of(su1))
+    assert Verdict.of(su1) is Verdict.PASS
 
 
 def test_nodes_failing_earlier_checks_are_skipped_in_nccl(run: tuple[Plan, ReplayExecutor, Report]) -> None:
     _, executor, report = run
-    (single,) = [o for o in report.outcomes if o.check == "nccl" and o.hosts == ("gpu010",)]
+    (single,) = [o for o in report.findings if o.rule == "nccl" and hosts_of(o) == ("gpu010",)]
 
-    assert single.verdict is Verdict.SKIPPED
-    assert single.result.message == "skipped: gpu010 failed an earlier check"
+    assert Verdict.of(single) is Verdict.SKIPPED
+    assert single.message == "skipped: gpu010 failed an earlier check"
     assert all("gpu010" not in cmd and "gpu020" not in cmd for _, cmd in executor.commands("srun"))
     assert {host for host, _ in executor.commands("srun")} == {"login001"}
 
 
 def test_a_slow_spine_path_fails_without_draining(run: tuple[Plan, ReplayExecutor, Report]) -> None:
     _, _, report = run
-    (cross,) = [o for o in report.outcomes if o.hosts == ("gpu005", "gpu037")]
+    (cross,) = [o for o in report.findings if hosts_of(o) == ("gpu005", "gpu037")]
 
-    assert (cross.detail["phase"], cross.verdict, cross.blame) == ("cross", Verdict.FAIL, ())
+    assert (cross.data["phase"], Verdict.of(cross), blame_of(cross)) == ("cross", Verdict.FAIL, ())
     assert cross in report.cluster_failures()
     assert "gpu005" not in report.failing_nodes()
     groups, values, states = report.group_matrix()
@@ -187,24 +187,24 @@ def test_a_slow_spine_path_fails_without_draining(run: tuple[Plan, ReplayExecuto
 
 def test_storage_aggregate_is_judged_against_the_tier(run: tuple[Plan, ReplayExecutor, Report]) -> None:
     _, _, report = run
-    aggregates = {o.result.target: o for o in _outcomes(report, "storage.aggregate")}
+    aggregates = {o.node: o for o in _outcomes(report, "storage.aggregate")}
 
     # 64 nodes x ~1.0 GB/s read beats datasets' 60 GB/s; 64 x 0.48 GB/s write misses ckpt's 120 GB/s.
-    assert aggregates["datasets (/lustre/datasets)"].verdict is Verdict.PASS
-    assert aggregates["datasets (/lustre/datasets)"].result.figures["nodes"] == 64
-    assert aggregates["ckpt (/mnt/ckpt)"].verdict is Verdict.FAIL
-    assert aggregates["ckpt (/mnt/ckpt)"].blame == ()
-    assert aggregates["home (/home)"].verdict is Verdict.PASS  # no marks: no job errors is a pass
+    assert Verdict.of(aggregates["datasets (/lustre/datasets)"]) is Verdict.PASS
+    assert figures_of(aggregates["datasets (/lustre/datasets)"])["nodes"] == 64
+    assert Verdict.of(aggregates["ckpt (/mnt/ckpt)"]) is Verdict.FAIL
+    assert blame_of(aggregates["ckpt (/mnt/ckpt)"]) == ()
+    assert Verdict.of(aggregates["home (/home)"]) is Verdict.PASS  # no marks: no job errors is a pass
 
 
 def test_every_pair_used_the_fabric_s_transport(run: tuple[Plan, ReplayExecutor, Report]) -> None:
     _plan, _executor, report = run
 
-    transport = [o for o in report.outcomes if o.check == "transport"]
+    transport = [o for o in report.findings if o.rule == "transport"]
     # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs.
     assert len(transport) == 31
-    assert {o.verdict for o in transport} == {Verdict.PASS}
-    assert not {"gpu010", "gpu020"} & {h for o in transport for h in o.hosts}
+    assert {Verdict.of(o) for o in transport} == {Verdict.PASS}
+    assert not {"gpu010", "gpu020"} & {h for o in transport for h in hosts_of(o)}
 
 
 def test_time_and_gpu_checks_ran_for_real(run: tuple[Plan, ReplayExecutor, Report]) -> None:
@@ -214,10 +214,10 @@ def test_time_and_gpu_checks_ran_for_real(run: tuple[Plan, ReplayExecutor, Repor
     (topo,) = _outcomes(report, "topo.gpu_nic", "gpu001")
     (ib,) = _outcomes(report, "ib.ports", "gpu001")
 
-    assert login.verdict is Verdict.FAIL
-    assert "0.500 s off" in login.result.message
-    assert (gpu.verdict, topo.verdict, ib.verdict) == (Verdict.PASS, Verdict.PASS, Verdict.PASS)
-    assert gpu.result.message == "8 x NVIDIA H100 80GB HBM3 with driver 570.133.20."
+    assert Verdict.of(login) is Verdict.FAIL
+    assert "0.500 s off" in login.message
+    assert (Verdict.of(gpu), Verdict.of(topo), Verdict.of(ib)) == (Verdict.PASS, Verdict.PASS, Verdict.PASS)
+    assert gpu.message == "8 x NVIDIA H100 80GB HBM3 with driver 570.133.20."
 
 
 def test_report_json_and_html(run: tuple[Plan, ReplayExecutor, Report], tmp_path: Path) -> None:
@@ -227,7 +227,16 @@ def test_report_json_and_html(run: tuple[Plan, ReplayExecutor, Report], tmp_path
 
     assert json_path == tmp_path / "build" / "verify" / "report.json"
     data = json.loads(json_path.read_text())
-    assert data["passed"] is False
+    assert (data["command"], data["ok"]) == ("verify", False)
+    assert data["verdicts"] == {
+        "pass": report.count(Verdict.PASS),
+        "fail": report.count(Verdict.FAIL),
+        "skipped": report.count(Verdict.SKIPPED),
+    }
+    assert data["counts"]["error"] == report.count(Verdict.FAIL)
+    (dcgm,) = [f for f in data["findings"] if f["code"] == "dcgm.diag" and f["node"] == "gpu010"]
+    assert (dcgm["level"], dcgm["rule"], dcgm["data"]["blame"]) == ("error", "dcgm", ["gpu010"])
+    assert dcgm["data"]["figures"]["tests_failed"] == 1
     assert data["failing_nodes"] == ["login001", "gpu007", "gpu010", "gpu020"]
     assert len(data["nodes"]) == len(plan.nodes)
     assert [w["phase"] for w in data["test_plan"]["waves"]] == ["single", "pairs", "pairs", "group", "cross", "full"]
@@ -256,7 +265,7 @@ def test_only_and_skip_pick_checks(tmp_path: Path, fixtures_dir: Path) -> None:
     report = run_verify(plan, {}, executor, VerifyOptions(only=frozenset({"slurm", "ib"}), skip=frozenset({"ib"})))
 
     assert report.checks == ["slurm"]
-    assert {o.check for o in report.outcomes} == {"slurm"}
+    assert {o.rule for o in report.findings} == {"slurm"}
     assert not executor.commands("ibstat")
     assert select_checks(["nccl", "gpu"]) == ["gpu", "nccl"]
     with pytest.raises(ValueError, match="Unknown check gpus; the checks are slurm, time, gpu"):

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.catalog.transports import FABRIC_TRANSPORTS
 from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
-from clusterctl.verify.result import Verdict
-from clusterctl.verify.transport import FABRIC_TRANSPORTS, judge_transport
+from clusterctl.verify.result import Verdict, figures_of
+from clusterctl.verify.transport import judge_transport
 
 DATA = Path(__file__).parent / "data" / "nccl_debug"
 
@@ -37,7 +38,7 @@ def _judge(name: str, fabric: str | None, **kwargs: object):  # type: ignore[no-
 def test_the_fabrics_own_transport_passes(name: str, fabric: str) -> None:
     judgement = _judge(name, fabric)
 
-    assert judgement.result.verdict is Verdict.PASS, judgement.result.message
+    assert Verdict.of(judgement.result) is Verdict.PASS, judgement.result.message
     assert judgement.failing_hosts == ()
 
 
@@ -48,8 +49,8 @@ def test_pass_message_and_figures() -> None:
         "NCCL used Libfabric on 2 hosts (the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider, "
         "as efa needs)."
     )
-    assert result.figures["networks"] == "Libfabric x2"
-    assert result.figures["libfabric_provider"] == "efa"
+    assert figures_of(result)["networks"] == "Libfabric x2"
+    assert figures_of(result)["libfabric_provider"] == "efa"
 
 
 def test_ib_log_names_hosts_that_logged_nothing() -> None:
@@ -62,7 +63,7 @@ def test_ib_log_names_hosts_that_logged_nothing() -> None:
 def test_socket_fallback_fails_on_every_fabric_and_quotes_the_line(fabric: str | None) -> None:
     judgement = _judge("socket_ib_disabled_nccl1053.log", fabric)
 
-    assert judgement.result.verdict is Verdict.FAIL
+    assert Verdict.of(judgement.result) is Verdict.FAIL
     assert judgement.failing_hosts == ("axa",)
     assert judgement.result.message.startswith("axa (pid 3048391): NCCL fell back to sockets")
     assert "(line 10: axa:3048391:3048566 [0] NCCL INFO Using network Socket)" in judgement.result.message
@@ -71,7 +72,7 @@ def test_socket_fallback_fails_on_every_fabric_and_quotes_the_line(fabric: str |
 def test_socket_fallback_of_old_nccl_fails() -> None:
     result = _judge("socket_lo_no_ib_nccl352.log", "infiniband").result
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     assert (
         "ds-ml-01-0 (pid 17754 and 1 more process): NCCL fell back to sockets, "
         "not NET/IB over InfiniBand (IB or IBext) "
@@ -82,25 +83,25 @@ def test_socket_fallback_of_old_nccl_fails() -> None:
 def test_socket_channels_on_an_ib_cluster_fail() -> None:
     result = _judge("socket_channels_hpcx_nccl952.log", "infiniband").result
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     assert "via NET/Socket/0" in result.message
-    assert result.figures["net_channels"] == 4
+    assert figures_of(result)["net_channels"] == 4
 
 
 def test_only_the_socket_processes_of_a_mixed_run_fail() -> None:
     result = _judge("socket_and_ib_mixed_nccltests188.log", "infiniband").result
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     # Both socket processes are on "user": the first is quoted, the other counted; the IB ones pass.
     assert result.message.startswith("user (pid 16902 and 1 more process): NCCL fell back to sockets")
     assert "695836" not in result.message
-    assert result.figures["networks"] == "Socket x2, IB x2"
+    assert figures_of(result)["networks"] == "Socket x2, IB x2"
 
 
 def test_ec2_without_efa_fails_on_efa_naming_three_hosts_and_counting_the_rest() -> None:
     judgement = _judge("socket_ec2_no_efa_nccl226.log", "efa")
 
-    assert judgement.result.verdict is Verdict.FAIL
+    assert Verdict.of(judgement.result) is Verdict.FAIL
     assert len(judgement.failing_hosts) == 15
     assert judgement.result.message.startswith(
         "ip-172-31-12-21 (pid 45361): NCCL found no IB device, so no RDMA network, not the aws-ofi-nccl plugin"
@@ -112,7 +113,7 @@ def test_ec2_without_efa_fails_on_efa_naming_three_hosts_and_counting_the_rest()
 def test_wrong_libfabric_provider_fails_on_efa() -> None:
     judgement = _judge("ofi_provider_tcp_awsofinccl803.log", "efa")
 
-    assert judgement.result.verdict is Verdict.FAIL
+    assert Verdict.of(judgement.result) is Verdict.FAIL
     assert judgement.failing_hosts == ("6f2d8a82d208",)
     assert judgement.result.message == (
         "6f2d8a82d208 (pid 1287): aws-ofi-nccl selected libfabric provider tcp, not efa "
@@ -125,23 +126,23 @@ def test_wrong_fabric_transport_fails() -> None:
     ib_on_tcpxo = _judge("ib_roce_2node_nccltests185.log", "gpudirect-tcpxo").result
     fastrak_on_efa = _judge("fastrak_2node_a3mega.log", "efa").result
 
-    assert ib_on_tcpxo.verdict is Verdict.FAIL
+    assert Verdict.of(ib_on_tcpxo) is Verdict.FAIL
     assert "NCCL used network IB, not the GPUDirect-TCPXO plugin (FasTrak)" in ib_on_tcpxo.message
-    assert fastrak_on_efa.verdict is Verdict.FAIL
+    assert Verdict.of(fastrak_on_efa) is Verdict.FAIL
     assert "NCCL used network FasTrak, not the aws-ofi-nccl plugin" in fastrak_on_efa.message
 
 
 def test_roce_hcas_on_an_infiniband_fabric_fail() -> None:
     result = _judge("ib_roce_2node_nccltests185.log", "infiniband").result
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     assert "NCCL's HCAs run RoCE, not IB as the fabric does" in result.message
 
 
 def test_missing_gib_plugin_fails_with_the_warning() -> None:
     result = _judge("gib_not_found_gpurecipes5.log", "gcp-rdma").result
 
-    assert result.verdict is Verdict.FAIL
+    assert Verdict.of(result) is Verdict.FAIL
     assert "NCCL found no network to use" in result.message
     assert "NCCL WARN Error: network gIB not found." in result.message
 
@@ -149,14 +150,14 @@ def test_missing_gib_plugin_fails_with_the_warning() -> None:
 def test_plugin_warnings_alone_do_not_say_which_network() -> None:
     result = _judge("fastrak_warnings_megatron4660.log", "gpudirect-tcpxo").result
 
-    assert result.verdict is Verdict.SKIPPED
+    assert Verdict.of(result) is Verdict.SKIPPED
     assert result.message == "No line of the log says which network NCCL used."
 
 
 def test_without_a_fabric_only_sockets_fail() -> None:
-    assert _judge("fastrak_2node_a3mega.log", None).result.verdict is Verdict.PASS
-    assert _judge("ofi_provider_tcp_awsofinccl803.log", None).result.verdict is Verdict.PASS
-    assert _judge("socket_lo_no_ib_nccl352.log", None).result.verdict is Verdict.FAIL
+    assert Verdict.of(_judge("fastrak_2node_a3mega.log", None).result) is Verdict.PASS
+    assert Verdict.of(_judge("ofi_provider_tcp_awsofinccl803.log", None).result) is Verdict.PASS
+    assert Verdict.of(_judge("socket_lo_no_ib_nccl352.log", None).result) is Verdict.FAIL
 
 
 def test_single_node_run_is_intra_node_only() -> None:
@@ -171,18 +172,18 @@ def test_single_node_run_is_intra_node_only() -> None:
     seen = judge_transport(log, "infiniband").result
 
     for result in (told, seen):
-        assert result.verdict is Verdict.SKIPPED
+        assert Verdict.of(result) is Verdict.SKIPPED
         assert result.message == (
             "Intra-node only: NCCL connected the GPUs through P2P and used no network "
             "(it picked Socket for traffic between nodes)."
         )
-        assert result.figures["network_if_multinode"] == "Socket"
+        assert figures_of(result)["network_if_multinode"] == "Socket"
 
 
 def test_expected_hosts_must_each_show_a_transport() -> None:
     judgement = _judge("ibext_v8_2node_nccl1291.log", "infiniband", hosts=("gh1", "gh2"))
 
-    assert judgement.result.verdict is Verdict.FAIL
+    assert Verdict.of(judgement.result) is Verdict.FAIL
     assert judgement.failing_hosts == ("gh2",)
     assert judgement.result.message == "gh2 printed no line that says which network NCCL used."
 
@@ -213,14 +214,14 @@ def test_real_single_node_runs_are_intra_node_only() -> None:
     socket = _judge("single_node_socket_nccl428.log", "infiniband", nodes=1).result
     p2p = _judge("single_node_p2p_nccl1773.log", "infiniband").result
 
-    assert socket.verdict is Verdict.SKIPPED
+    assert Verdict.of(socket) is Verdict.SKIPPED
     assert socket.message == (
         "Intra-node only: the run stayed on one node and used no network (it picked Socket for traffic between nodes)."
     )
-    assert p2p.verdict is Verdict.SKIPPED
+    assert Verdict.of(p2p) is Verdict.SKIPPED
     assert p2p.message == (
         "Intra-node only: NCCL connected the GPUs through P2P and used no network "
         "(the log does not say which network it would use between nodes)."
     )
     # Without being told it ran on one node, the socket choice of the first log is a failure.
-    assert _judge("single_node_socket_nccl428.log", "infiniband").result.verdict is Verdict.FAIL
+    assert Verdict.of(_judge("single_node_socket_nccl428.log", "infiniband").result) is Verdict.FAIL

@@ -10,9 +10,10 @@ from tests.verify_testkit import ReplayExecutor, Response, nccl_debug_run, real_
 
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
-from clusterctl.verify.checks import TransportCheck, VerifyContext, VerifyOptions, transport_pairs
-from clusterctl.verify.result import Verdict
+from clusterctl.verify.base import VerifyContext, VerifyOptions
+from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
 from clusterctl.verify.runner import run_verify
+from clusterctl.verify.transport import TransportCheck, transport_pairs
 
 DATA = Path(__file__).parent / "data" / "nccl_debug"
 NODELIST_RE = re.compile(r"--nodelist=(\S+)")
@@ -45,10 +46,10 @@ def test_every_node_gets_a_partner_and_the_command_asks_for_the_transport_lines(
     outcomes = TransportCheck().run(ctx)
 
     assert len(outcomes) == 32
-    assert all(o.verdict is Verdict.PASS for o in outcomes), [o.result.message for o in outcomes][:2]
-    tested = [h for o in outcomes for h in o.hosts]
+    assert all(Verdict.of(o) is Verdict.PASS for o in outcomes), [o.message for o in outcomes][:2]
+    tested = [h for o in outcomes for h in hosts_of(o)]
     assert sorted(tested) == sorted(n.hostname for n in plan.nodes if n.role == "compute")
-    command = outcomes[0].detail["command"]
+    command = outcomes[0].data["command"]
     assert command.startswith("srun --job-name=clusterctl-verify-transport ")
     assert "--nodes=2 --ntasks-per-node=8 --gpus-per-node=8" in command
     assert " --label " in command
@@ -57,10 +58,10 @@ def test_every_node_gets_a_partner_and_the_command_asks_for_the_transport_lines(
         " env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET /opt/nccl-tests/bin/all_reduce_perf -b 1048576 -e 16777216 "
         in command
     )
-    assert outcomes[0].result.message == (
+    assert outcomes[0].message == (
         "NCCL used IB on 2 hosts (NET/IB over InfiniBand (IB or IBext), as infiniband needs)."
     )
-    assert outcomes[0].result.figures["net_channels_gdr"] == 16
+    assert figures_of(outcomes[0])["net_channels_gdr"] == 16
 
 
 def test_a_socket_fallback_blames_only_that_node_and_names_its_task(plan: Plan) -> None:
@@ -69,19 +70,19 @@ def test_a_socket_fallback_blames_only_that_node_and_names_its_task(plan: Plan) 
 
     outcomes = TransportCheck().run(ctx)
 
-    failed = [o for o in outcomes if o.verdict is Verdict.FAIL]
+    failed = [o for o in outcomes if Verdict.of(o) is Verdict.FAIL]
     assert len(failed) == 1
     (outcome,) = failed
-    assert "gpu007" in outcome.hosts
-    assert outcome.blame == ("gpu007",)
-    partner = next(h for h in outcome.hosts if h != "gpu007")
-    task = outcome.hosts.index("gpu007") * 8
+    assert "gpu007" in hosts_of(outcome)
+    assert blame_of(outcome) == ("gpu007",)
+    partner = next(h for h in hosts_of(outcome) if h != "gpu007")
+    task = hosts_of(outcome).index("gpu007") * 8
     quoted = f"(line 3: {task}: gpu007:4000:4100 [0] NCCL INFO Using network Socket)"
-    assert outcome.result.message.startswith(
+    assert outcome.message.startswith(
         f"gpu007 (task {task} and 7 more processes): NCCL fell back to sockets, "
         f"not NET/IB over InfiniBand (IB or IBext) {quoted}"
     )
-    assert partner not in outcome.result.message
+    assert partner not in outcome.message
 
 
 def test_the_bad_node_sits_out_the_nccl_runs(plan: Plan, fixtures_dir: Path) -> None:
@@ -124,9 +125,9 @@ def test_run_without_debug_lines_fails_with_srun_s_message(plan: Plan) -> None:
 
     outcome = TransportCheck().run(ctx)[0]
 
-    assert outcome.verdict is Verdict.FAIL
-    assert outcome.blame == ()
-    assert outcome.result.message == (
+    assert Verdict.of(outcome) is Verdict.FAIL
+    assert blame_of(outcome) == ()
+    assert outcome.message == (
         "all_reduce_perf printed no NCCL debug line (srun exit 1): "
         "srun: error: Unable to create step for job 12: Invalid generic resource"
     )
@@ -141,8 +142,8 @@ def test_emulated_gpus_skip(tmp_path: Path) -> None:
 
     (outcome,) = TransportCheck().run(VerifyContext(plan=emulated, thresholds={}, executor=executor))
 
-    assert outcome.verdict is Verdict.SKIPPED
-    assert outcome.result.message == "skipped: emulated GPUs"
+    assert Verdict.of(outcome) is Verdict.SKIPPED
+    assert outcome.message == "skipped: emulated GPUs"
     assert not executor.calls
 
 
@@ -153,8 +154,8 @@ def test_a_lone_node_skips(plan: Plan) -> None:
 
     (outcome,) = TransportCheck().run(ctx)
 
-    assert outcome.verdict is Verdict.SKIPPED
-    assert outcome.result.message == "skipped: needs two schedulable GPU nodes"
+    assert Verdict.of(outcome) is Verdict.SKIPPED
+    assert outcome.message == "skipped: needs two schedulable GPU nodes"
     assert not executor.calls
 
 
@@ -167,5 +168,5 @@ def test_real_log_through_the_check(plan: Plan) -> None:
 
     outcome = TransportCheck().run(ctx)[0]
 
-    assert outcome.verdict is Verdict.FAIL
-    assert "NCCL's HCAs run RoCE, not IB as the fabric does" in outcome.result.message
+    assert Verdict.of(outcome) is Verdict.FAIL
+    assert "NCCL's HCAs run RoCE, not IB as the fabric does" in outcome.message

@@ -7,20 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.verify.judge import (
-    FABRIC_MANAGER_HINT,
-    judge_dcgm,
-    judge_fio,
-    judge_ibstat,
-    judge_nccl,
-    judge_topo,
-)
+from clusterctl.verify.fabric import judge_ibstat, judge_topo
+from clusterctl.verify.gpu import FABRIC_MANAGER_HINT, judge_dcgm
+from clusterctl.verify.nccl import judge_nccl
 from clusterctl.verify.parsers.dcgmi_diag import DcgmDiag, DiagStatus, parse_dcgmi_diag
 from clusterctl.verify.parsers.fio import parse_fio_json
 from clusterctl.verify.parsers.ibstat import parse_ibstat
 from clusterctl.verify.parsers.nccl_tests import NcclTestsResult, parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import NvidiaSmiTopo, parse_nvidia_smi_topo
-from clusterctl.verify.result import Verdict
+from clusterctl.verify.result import Verdict, figures_of
+from clusterctl.verify.storage import judge_fio
 from clusterctl.verify.thresholds import defaults_for
 
 DATA = Path(__file__).parent / "data"
@@ -51,14 +47,14 @@ def test_degraded_two_node_ndr_run_fails_the_8_nic_mark(fixtures_dir: Path) -> N
 
     check = judge_nccl(result, mark)
 
-    assert check.verdict is Verdict.FAIL
-    assert check.check == "nccl.all_reduce"
-    assert check.target == "node[005,007]"
-    assert check.figures["busbw_gbps"] == 155.57
-    assert check.figures["size_bytes"] == 8589934592
-    assert check.figures["basis"] == "busbw at the largest size (8 GiB)"
-    assert check.figures["wrong"] == "N/A"
-    assert check.figures["avg_busbw_gbps"] == 142.735
+    assert Verdict.of(check) is Verdict.FAIL
+    assert check.code == "nccl.all_reduce"
+    assert check.node == "node[005,007]"
+    assert figures_of(check)["busbw_gbps"] == 155.57
+    assert figures_of(check)["size_bytes"] == 8589934592
+    assert figures_of(check)["basis"] == "busbw at the largest size (8 GiB)"
+    assert figures_of(check)["wrong"] == "N/A"
+    assert figures_of(check)["avg_busbw_gbps"] == 142.735
     assert "155.57 GB/s" in check.message
     assert "338.4 GB/s" in check.message
     assert "NCCL_IB_HCA" in check.hint
@@ -69,8 +65,8 @@ def test_ring_run_fails_too(fixtures_dir: Path) -> None:
 
     check = judge_nccl(result, NDR_8_RAILS.nccl_inter_busbw_gbps or 0)
 
-    assert check.verdict is Verdict.FAIL
-    assert check.figures["busbw_gbps"] == 89.90
+    assert Verdict.of(check) is Verdict.FAIL
+    assert figures_of(check)["busbw_gbps"] == 89.90
 
 
 @pytest.mark.parametrize(
@@ -83,9 +79,9 @@ def test_healthy_p5_runs_pass_the_p5_mark(fixtures_dir: Path, name: str, busbw: 
 
     check = judge_nccl(result, P5.nccl_inter_busbw_gbps, P5.nccl_min_size_bytes, target="p5-[1-2]")
 
-    assert check.verdict is Verdict.PASS
-    assert check.figures["busbw_gbps"] == busbw
-    assert check.target == "p5-[1-2]"
+    assert Verdict.of(check) is Verdict.PASS
+    assert figures_of(check)["busbw_gbps"] == busbw
+    assert check.node == "p5-[1-2]"
     assert check.hint == ""
 
 
@@ -96,8 +92,8 @@ def test_p4de_run_passes_the_p4d_mark(fixtures_dir: Path) -> None:
 
     check = judge_nccl(result, mark)
 
-    assert check.verdict is Verdict.PASS
-    assert check.figures["busbw_gbps"] == 76.86
+    assert Verdict.of(check) is Verdict.PASS
+    assert figures_of(check)["busbw_gbps"] == 76.86
 
 
 def test_single_node_nvls_run_passes_the_intra_node_mark(fixtures_dir: Path) -> None:
@@ -107,12 +103,12 @@ def test_single_node_nvls_run_passes_the_intra_node_mark(fixtures_dir: Path) -> 
 
     check = judge_nccl(result, mark)
 
-    assert check.verdict is Verdict.PASS
-    assert check.target == "node005"
-    assert check.figures["busbw_gbps"] == 476.53
-    assert check.figures["size_bytes"] == 4294967296
-    assert check.figures["ranks"] == 8
-    assert check.figures["wrong"] == 0
+    assert Verdict.of(check) is Verdict.PASS
+    assert check.node == "node005"
+    assert figures_of(check)["busbw_gbps"] == 476.53
+    assert figures_of(check)["size_bytes"] == 4294967296
+    assert figures_of(check)["ranks"] == 8
+    assert figures_of(check)["wrong"] == 0
 
 
 def test_basis_largest_size_or_max(fixtures_dir: Path) -> None:
@@ -121,10 +117,10 @@ def test_basis_largest_size_or_max(fixtures_dir: Path) -> None:
     largest = judge_nccl(result, 160.0, min_size_bytes=128 << 20)
     best = judge_nccl(result, 160.0, min_size_bytes=128 << 20, basis="max")
 
-    assert (largest.verdict, largest.figures["busbw_gbps"]) == (Verdict.FAIL, 155.57)
-    assert (best.verdict, best.figures["busbw_gbps"]) == (Verdict.PASS, 167.87)
-    assert best.figures["basis"] == "max busbw at sizes >= 128 MiB"
-    assert best.figures["size_bytes"] == 268435456
+    assert (Verdict.of(largest), figures_of(largest)["busbw_gbps"]) == (Verdict.FAIL, 155.57)
+    assert (Verdict.of(best), figures_of(best)["busbw_gbps"]) == (Verdict.PASS, 167.87)
+    assert figures_of(best)["basis"] == "max busbw at sizes >= 128 MiB"
+    assert figures_of(best)["size_bytes"] == 268435456
     with pytest.raises(ValueError, match="basis"):
         judge_nccl(result, 1.0, basis="mean")
 
@@ -135,8 +131,8 @@ def test_wrong_elements_fail_even_at_full_speed(fixtures_dir: Path) -> None:
 
     check = judge_nccl(result, 430.0)
 
-    assert check.verdict is Verdict.FAIL
-    assert check.figures["wrong"] == 12
+    assert Verdict.of(check) is Verdict.FAIL
+    assert figures_of(check)["wrong"] == 12
     assert "1 result row has wrong elements, first at 4 GiB" in check.message
 
 
@@ -146,9 +142,9 @@ def test_run_too_small_to_judge_is_skipped(fixtures_dir: Path) -> None:
 
     check = judge_nccl(small, 150.0)
 
-    assert check.verdict is Verdict.SKIPPED
-    assert check.check == "nccl.unknown"
-    assert check.figures["largest_size_bytes"] == 134217728
+    assert Verdict.of(check) is Verdict.SKIPPED
+    assert check.code == "nccl.unknown"
+    assert figures_of(check)["largest_size_bytes"] == 134217728
     assert "-e" in check.hint
 
 
@@ -160,10 +156,10 @@ def test_no_mark_is_skipped_but_still_checks_wrong_elements(fixtures_dir: Path) 
 
     check = judge_nccl(result, pcie.nccl_busbw_gbps(1))
 
-    assert check.verdict is Verdict.SKIPPED
-    assert "threshold_gbps" not in check.figures
-    assert check.figures["busbw_gbps"] == 476.53
-    assert judge_nccl(corrupted, None).verdict is Verdict.FAIL
+    assert Verdict.of(check) is Verdict.SKIPPED
+    assert "threshold_gbps" not in figures_of(check)
+    assert figures_of(check)["busbw_gbps"] == 476.53
+    assert Verdict.of(judge_nccl(corrupted, None)) is Verdict.FAIL
 
 
 # --- dcgmi diag -------------------------------------------------------------------------
@@ -174,13 +170,17 @@ def test_h100_fail_without_fabric_manager(fixtures_dir: Path) -> None:
 
     check = judge_dcgm(diag, min_level=2, target="node005")
 
-    assert check.verdict is Verdict.FAIL
+    assert Verdict.of(check) is Verdict.FAIL
     assert check.hint == FABRIC_MANAGER_HINT
-    assert check.figures["failed_tests"] == "GPU Memory"
-    assert check.figures["skipped_tests"] == "PCIe, Memory Bandwidth, EUD Test"
-    assert (check.figures["tests"], check.figures["tests_failed"], check.figures["tests_skipped"]) == (13, 1, 3)
-    assert check.figures["dcgm_version"] == "3.3.8"
-    assert check.figures["gpus"] == 8
+    assert figures_of(check)["failed_tests"] == "GPU Memory"
+    assert figures_of(check)["skipped_tests"] == "PCIe, Memory Bandwidth, EUD Test"
+    assert (figures_of(check)["tests"], figures_of(check)["tests_failed"], figures_of(check)["tests_skipped"]) == (
+        13,
+        1,
+        3,
+    )
+    assert figures_of(check)["dcgm_version"] == "3.3.8"
+    assert figures_of(check)["gpus"] == 8
     assert "GPU Memory (all GPUs)" in check.message
     assert "system not yet initialized" in check.message
 
@@ -192,9 +192,9 @@ def test_h100_fail_without_fabric_manager(fixtures_dir: Path) -> None:
 def test_passing_runs(fixtures_dir: Path, name: str, level: int | str, tests: int) -> None:
     check = judge_dcgm(_dcgm(fixtures_dir, name), min_level=2)
 
-    assert check.verdict is Verdict.PASS
-    assert check.figures["level"] == level
-    assert check.figures["tests"] == tests
+    assert Verdict.of(check) is Verdict.PASS
+    assert figures_of(check)["level"] == level
+    assert figures_of(check)["tests"] == tests
     assert check.hint == ""
 
 
@@ -203,7 +203,7 @@ def test_level_below_acceptance_fails(fixtures_dir: Path) -> None:
 
     check = judge_dcgm(diag, min_level=3)
 
-    assert check.verdict is Verdict.FAIL
+    assert Verdict.of(check) is Verdict.FAIL
     assert "level 2" in check.message
     assert "-r 3" in check.hint
 
@@ -213,7 +213,7 @@ def test_dcgmi_error_fails() -> None:
 
     check = judge_dcgm(diag)
 
-    assert check.verdict is Verdict.FAIL
+    assert Verdict.of(check) is Verdict.FAIL
     assert "did not complete" in check.message
     assert "nv-hostengine" in check.hint
 
@@ -222,7 +222,7 @@ def test_all_skipped_is_skipped(fixtures_dir: Path) -> None:
     diag = _dcgm(fixtures_dir, "dcgmi_diag_r2_p4de_8xA100_pass_awsome.txt")
     skipped = replace(diag, tests=tuple(replace(t, status=DiagStatus.SKIP) for t in diag.tests))
 
-    assert judge_dcgm(skipped).verdict is Verdict.SKIPPED
+    assert Verdict.of(judge_dcgm(skipped)) is Verdict.SKIPPED
 
 
 # --- nvidia-smi topo -m -----------------------------------------------------------------
@@ -231,8 +231,8 @@ def test_all_skipped_is_skipped(fixtures_dir: Path) -> None:
 def test_h100_rails_at_pix_pass(fixtures_dir: Path) -> None:
     check = judge_topo(_topo(fixtures_dir, "nvsmi_topo_m_8xH100_8nic_sglang30401.txt"), RAILS)
 
-    assert check.verdict is Verdict.PASS
-    assert check.figures["GPU3"] == "mlx5_3 PIX"
+    assert Verdict.of(check) is Verdict.PASS
+    assert figures_of(check)["GPU3"] == "mlx5_3 PIX"
 
 
 def test_swapped_rails_name_each_gpu_and_distance(fixtures_dir: Path) -> None:
@@ -241,7 +241,7 @@ def test_swapped_rails_name_each_gpu_and_distance(fixtures_dir: Path) -> None:
 
     check = judge_topo(topo, swapped)
 
-    assert check.verdict is Verdict.FAIL
+    assert Verdict.of(check) is Verdict.FAIL
     assert "GPU4 reaches mlx5_5 at NODE" in check.message
     assert "GPU5 reaches mlx5_4 at NODE" in check.message
     assert "GPU0" not in check.message
@@ -255,9 +255,9 @@ def test_a100_pairs_pass_and_storage_nic_as_rail_fails(fixtures_dir: Path) -> No
     storage = judge_topo(topo, ["NIC8", *RAILS[1:]])
     missing = judge_topo(topo, [*RAILS, "mlx5_8"])
 
-    assert paired.verdict is Verdict.PASS
-    assert paired.figures["GPU7"] == "mlx5_7 PXB"
-    assert storage.verdict is Verdict.FAIL
+    assert Verdict.of(paired) is Verdict.PASS
+    assert figures_of(paired)["GPU7"] == "mlx5_7 PXB"
+    assert Verdict.of(storage) is Verdict.FAIL
     assert "GPU0 reaches NIC8 at SYS" in storage.message
     assert "GPU8 is not in the matrix" in missing.message
 
@@ -265,7 +265,7 @@ def test_a100_pairs_pass_and_storage_nic_as_rail_fails(fixtures_dir: Path) -> No
 def test_no_rails_is_skipped(fixtures_dir: Path) -> None:
     topo = _topo(fixtures_dir, "nvsmi_capture_h100_80gb_hbm3_590_nvidia_gpu_exporter.txt")
 
-    assert judge_topo(topo, []).verdict is Verdict.SKIPPED
+    assert Verdict.of(judge_topo(topo, [])) is Verdict.SKIPPED
     assert judge_topo(topo, ["mlx5_0"]).message.startswith("mlx5_0 (rail of GPU0) is not in the matrix")
 
 
@@ -291,16 +291,16 @@ def test_ibstat_rails() -> None:
     everything = judge_ibstat(parse_ibstat(healthy + storage), 400)
     absent = judge_ibstat(parse_ibstat(healthy), 400, ["mlx5_9"])
 
-    assert ok.verdict is Verdict.PASS
-    assert (ok.figures["ports"], ok.figures["ports_active"]) == (8, 8)
-    assert bad.verdict is Verdict.FAIL
+    assert Verdict.of(ok) is Verdict.PASS
+    assert (figures_of(ok)["ports"], figures_of(ok)["ports_active"]) == (8, 8)
+    assert Verdict.of(bad) is Verdict.FAIL
     assert bad.message == "mlx5_3/1 is Down (Polling); mlx5_5/1 runs at 200 Gb/s, expected 400."
     assert "mlxlink" in bad.hint
     assert "subnet manager" in bad.hint
-    assert bad.figures["mlx5_5/1"] == "Active LinkUp 200"
-    assert everything.verdict is Verdict.FAIL  # the 200G storage NIC counts when no rails are given
+    assert figures_of(bad)["mlx5_5/1"] == "Active LinkUp 200"
+    assert Verdict.of(everything) is Verdict.FAIL  # the 200G storage NIC counts when no rails are given
     assert absent.message == "mlx5_9 is not in the ibstat output."
-    assert judge_ibstat(parse_ibstat(healthy), 400, []).verdict is Verdict.SKIPPED
+    assert Verdict.of(judge_ibstat(parse_ibstat(healthy), 400, [])) is Verdict.SKIPPED
     states_only = judge_ibstat(parse_ibstat(broken), None, RAILS)
     assert states_only.message == "mlx5_3/1 is Down (Polling)."
 
@@ -315,12 +315,12 @@ def test_fio_marks() -> None:
     missed = judge_fio(result, read_bw_bytes=2e9)
     unmarked = judge_fio(result)
 
-    assert met.verdict is Verdict.PASS
-    assert met.figures["read_bw_bytes"] == 1016800969
-    assert met.target == "/scratch"
-    assert missed.verdict is Verdict.FAIL
+    assert Verdict.of(met) is Verdict.PASS
+    assert figures_of(met)["read_bw_bytes"] == 1016800969
+    assert met.node == "/scratch"
+    assert Verdict.of(missed) is Verdict.FAIL
     assert missed.message == "Read 969.7 MiB/s is below the 1907.3 MiB/s mark."
-    assert unmarked.verdict is Verdict.PASS
+    assert Verdict.of(unmarked) is Verdict.PASS
     assert "no bandwidth mark" in unmarked.message
 
 
@@ -329,6 +329,6 @@ def test_fio_job_error_fails() -> None:
 
     check = judge_fio(result)
 
-    assert check.verdict is Verdict.FAIL
-    assert check.figures["failed_jobs"] == 1
+    assert Verdict.of(check) is Verdict.FAIL
+    assert figures_of(check)["failed_jobs"] == 1
     assert "job write-to-dev-full ended with errno 28" in check.message.lower()

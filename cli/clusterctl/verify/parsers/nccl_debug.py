@@ -36,8 +36,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
 
+from clusterctl.catalog.transports import Family
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
 from clusterctl.verify.result import ParseError
 
@@ -75,8 +75,6 @@ _CHANNEL_RE = re.compile(r"^(?:Channel|Ring|Tree) \d+(?:/\d+)? : .*? via (?P<via
 _NET_VIA_RE = re.compile(r"^NET/(?P<name>.+?)/(?P<dev>\d+)(?:\(\d+\))?(?P<flags>(?:/[^/]+)*)$")
 _RANK_RE = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?: nNodes (?P<nnodes>\d+))?")
 _GDR_OFF_RE = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '(?P<hca>[^']+)'")
-
-Family = Literal["ib", "ofi", "fastrak", "tcpx", "gib", "socket", "other"]
 
 
 def network_family(name: str) -> Family:
