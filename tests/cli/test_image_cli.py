@@ -319,14 +319,15 @@ def test_verify_fails_a_drifted_node_naming_the_package(
     )
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
-    outcomes = {o["target"]: o for o in data["results"] if o["check"] == "packages"}
-    assert outcomes["gpu003"]["verdict"] == "fail"
-    assert outcomes["gpu003"]["message"] == (
+    verdicts = {n["hostname"]: n["checks"]["packages"] for n in data["nodes"]}
+    assert verdicts == {n: "fail" if n == "gpu003" else "pass" for n in verdicts}
+    assert len(verdicts) == 6
+    assert data["failing_nodes"] == ["gpu003"]
+    messages = {f["node"]: f["message"] for f in data["findings"] if f["rule"] == "packages"}
+    assert messages["gpu003"] == (
         "1 package(s) of the emu-h100 image differ on gpu003: hello 2.10-3 -> 2.10-2+hand; "
         "1 package(s) not in the image (not checked)."
     )
-    assert outcomes["gpu001"]["verdict"] == "pass"
-    assert outcomes["ctl001"]["verdict"] == "pass"
 
 
 def test_verify_without_a_lock_has_no_packages_check(
