@@ -9,7 +9,7 @@ SPEC ?= examples/local.yaml
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections:$(CURDIR)/.ansible-collections
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: help setup docker venv collections up down status lint fmt unit golden integration molecule e2e test bench
+.PHONY: help setup docker tools venv collections up down status lint fmt unit golden integration molecule e2e test bench
 
 help:
 	@echo "make up       bring up $(SPEC) on local Docker (installs Docker, image, venv when missing)"
@@ -19,6 +19,9 @@ help:
 
 docker:
 	bash scripts/docker-bootstrap.sh
+
+tools:
+	bash scripts/host-tools.sh
 
 $(BIN)/clusterctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +34,7 @@ venv: $(BIN)/clusterctl
 collections: venv
 	PYTHON=$(BIN)/python bash scripts/ansible-collections.sh
 
-setup: docker venv collections
+setup: docker tools venv collections
 
 up: setup
 	$(BIN)/clusterctl up $(SPEC) --yes
