@@ -174,7 +174,7 @@ def shape_problems(
 
 def _unit_problems(files: list[RenderedFile]) -> list[str]:
     """A mount unit's name must be what systemd derives from its Where= (else systemd ignores it)."""
-    from clusterctl.plan.build import systemd_mount_unit
+    from clusterctl.plan.storage import systemd_mount_unit
 
     problems = []
     for item in files:

@@ -12,7 +12,7 @@ import yaml
 from ruamel.yaml import YAML
 
 from clusterctl.pipeline import load_and_validate
-from clusterctl.plan.build import systemd_mount_unit
+from clusterctl.plan.storage import systemd_mount_unit
 from clusterctl.render import ansible_yaml, escape, render_files
 from clusterctl.render.check import source_field
 from clusterctl.render.escape import RenderError

@@ -16,7 +16,7 @@ from clusterctl.fabric.model import SPEED_TABLE
 from clusterctl.plan.models import Plan
 
 # The plan names a node's only fabric port "port1" when its hardware lists no rails
-# (plan/build.py `_fabric_hcas`); any one HCA of that host then satisfies it.
+# (plan/nodes.py `Seat.hcas`); any one HCA of that host then satisfies it.
 PLACEHOLDER_HCA = "port1"
 
 

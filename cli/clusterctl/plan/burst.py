@@ -58,13 +58,17 @@ def resolve_burst_cloud(spec: Spec, nodes: list[PlanNode]) -> dict[str, CloudPla
                 "provider": group.burst.provider,
                 # Without ``burst`` the group is an ordinary instance group to resolve_cloud.
                 "nodes": [group.model_copy(update={"burst": None})],
+                # No managed Lustre: burst nodes mount the cluster's file systems.
                 "storage": [],
             }
         )
-        cloud = resolve_cloud(alone, [n for n in nodes if n.group == group.group])
+        cloud = resolve_cloud(
+            alone,
+            [n for n in nodes if n.group == group.group],
+            labels=burst_labels(spec.name, group.group),
+            bastion_host=False,
+        )
         if cloud is None:  # pragma: no cover - the kind was checked above
             continue
-        out[group.group] = cloud.model_copy(
-            update={"bastion": None, "managed_lustre": [], "labels": burst_labels(spec.name, group.group)}
-        )
+        out[group.group] = cloud
     return out

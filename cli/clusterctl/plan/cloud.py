@@ -9,6 +9,7 @@ with what the cloud runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from clusterctl.plan.models import (
     PlanNode,
 )
 from clusterctl.spec.machines import MachinesError, read_ca_bundle
-from clusterctl.spec.models import LustreStorage, Spec
+from clusterctl.spec.models import LustreStorage, NodeGroup, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, CloudProvider, GcpProvider
 
 # Every resource a stack creates carries these (AWS tags, GCP labels, Azure tags).
@@ -219,11 +220,16 @@ def _subnets(spec: Spec, provider: CloudProvider, has_storage: bool) -> tuple[li
     return subnets, None
 
 
-def _groups(spec: Spec, provider: CloudProvider, nodes: list[PlanNode]) -> list[CloudInstanceGroupPlan]:
+def _stack_groups(spec: Spec) -> list[NodeGroup]:
+    """The node groups the stack creates: burst nodes are created by Slurm's resume program."""
+    return [g for g in spec.nodes if g.burst is None]
+
+
+def _groups(
+    spec: Spec, provider: CloudProvider, nodes: list[PlanNode], nics: _GcpNics | None
+) -> list[CloudInstanceGroupPlan]:
     out: list[CloudInstanceGroupPlan] = []
-    for group in spec.nodes:
-        if group.burst is not None:
-            continue  # burst nodes are created by Slurm's resume program, not by the stack
+    for group in _stack_groups(spec):
         profile = spec.hardware[group.hardware]
         members = [n for n in nodes if n.group == group.group]
         itype = instance_type(profile.instance_type)
@@ -251,6 +257,7 @@ def _groups(spec: Spec, provider: CloudProvider, nodes: list[PlanNode]) -> list[
                 network_cards=itype.network_cards if itype else 1,
                 gpu_nics=list(itype.gpu_nics) if itype else [],
                 ib_devices=list(itype.ib_devices) if itype else [],
+                nics=nics.of(itype) if nics is not None else [],
                 boot_disk_type=((itype.boot_disk_type if itype else None) or "pd-ssd")
                 if isinstance(provider, GcpProvider)
                 else None,
@@ -272,15 +279,27 @@ def nic_network_counts(itypes: list[InstanceType | None]) -> tuple[int, int, int
     )
 
 
-def _gcp_networks(
-    spec: Spec, provider: GcpProvider, groups: list[CloudInstanceGroupPlan]
-) -> tuple[list[CloudSubnetPlan], list[CloudSubnetPlan], GcpRdmaNetworkPlan | None]:
-    """The per-NIC networks: GPU VPCs (A3 High/Mega), further host VPCs and the RoCE VPC (A3 Ultra).
+@dataclass(frozen=True)
+class _GcpNics:
+    """GCP's per-NIC networks: GPU VPCs (A3 High/Mega), further host VPCs and the RoCE VPC (A3 Ultra)."""
+
+    gpu_networks: list[CloudSubnetPlan]
+    host_networks: list[CloudSubnetPlan]
+    rdma_network: GcpRdmaNetworkPlan | None
+
+    def of(self, itype: InstanceType | None) -> list[CloudNicPlan]:
+        """An instance type's NICs after nic0 on these networks (:func:`_gcp_nics`)."""
+        return _gcp_nics(itype, self.gpu_networks, self.host_networks, self.rdma_network)
+
+
+def _gcp_networks(spec: Spec, provider: GcpProvider) -> _GcpNics:
+    """The per-NIC networks the stack's instance types need.
 
     Each takes the next /20 of ``gpu_network_cidr``: GPU networks first, then the host
     networks, then the RoCE subnets (a cidr of None when the range runs out; rule CLD010 says so).
     """
-    gpu, host, rdma = nic_network_counts([instance_type(g.instance_type) for g in groups])
+    itypes = [instance_type(spec.hardware[g.hardware].instance_type) for g in _stack_groups(spec)]
+    gpu, host, rdma = nic_network_counts(itypes)
     base = provider.gpu_network_cidr
     blocks = iter(base.subnets(new_prefix=max(base.prefixlen, GPU_SUBNET_PREFIX)))
 
@@ -305,7 +324,7 @@ def _gcp_networks(
             ],
             sources=GCP_RDMA_SOURCES,
         )
-    return gpu_networks, host_networks, rdma_network
+    return _GcpNics(gpu_networks, host_networks, rdma_network)
 
 
 def nic_subnetwork(network: CloudSubnetPlan) -> str:
@@ -314,18 +333,17 @@ def nic_subnetwork(network: CloudSubnetPlan) -> str:
 
 
 def _gcp_nics(
-    group: CloudInstanceGroupPlan,
+    itype: InstanceType | None,
     gpu_networks: list[CloudSubnetPlan],
     host_networks: list[CloudSubnetPlan],
     rdma: GcpRdmaNetworkPlan | None,
 ) -> list[CloudNicPlan]:
-    """A group's NICs after nic0, in the order the guest names them.
+    """An instance type's NICs after nic0, in the order the guest names them.
 
     A3 High/Mega: one gVNIC per GPU network (enp6s0, enp7s0, ...). A3 Ultra: the second host
     gVNIC (enp192s20), then one MRDMA NIC per RoCE subnet (the order of the toolkit's nodeset
     ``additional_networks``).
     """
-    itype = instance_type(group.instance_type)
     if itype is None:
         return []
     nics = [
@@ -362,24 +380,26 @@ def _plugins(provider: CloudProvider, groups: list[CloudInstanceGroupPlan]) -> d
     return {}
 
 
-def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
-    """The cloud section of the plan, or None for local and bare-metal specs."""
+def resolve_cloud(
+    spec: Spec, nodes: list[PlanNode], *, labels: dict[str, str] | None = None, bastion_host: bool = True
+) -> CloudPlan | None:
+    """The cloud section of the plan, or None for local and bare-metal specs.
+
+    Args:
+        spec: the spec (for a burst stack, a one-group copy of it: plan/burst.py).
+        nodes: the plan's nodes.
+        labels: the tags/labels of every resource (default: the cluster's).
+        bastion_host: whether an SSH jump host is made for ``allowed_ssh_cidrs``.
+    """
     provider = spec.provider
     if not isinstance(provider, AwsProvider | GcpProvider | AzureProvider):
         return None
-    groups = _groups(spec, provider, nodes)
-    gpu_networks: list[CloudSubnetPlan] = []
-    host_networks: list[CloudSubnetPlan] = []
-    rdma_network = None
-    if isinstance(provider, GcpProvider):
-        gpu_networks, host_networks, rdma_network = _gcp_networks(spec, provider, groups)
-        groups = [
-            g.model_copy(update={"nics": _gcp_nics(g, gpu_networks, host_networks, rdma_network)}) for g in groups
-        ]
+    nics = _gcp_networks(spec, provider) if isinstance(provider, GcpProvider) else None
+    groups = _groups(spec, provider, nodes, nics)
     lustre = _managed_lustre(spec, provider)
     subnets, existing = _subnets(spec, provider, has_storage=bool(lustre))
     bastion = None
-    if provider.allowed_ssh_cidrs:
+    if provider.allowed_ssh_cidrs and bastion_host:
         bastion = BastionPlan(
             name=f"{spec.name}-bastion",
             instance_type=BASTION_TYPES[provider.kind],
@@ -401,10 +421,10 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
         network_cidr=str(spec.network.management_cidr),
         existing_network=existing,
         subnets=subnets,
-        gpu_networks=gpu_networks,
-        host_networks=host_networks,
-        rdma_network=rdma_network,
-        network_mtu=(GCP_RDMA_MTU if rdma_network else GCP_MTU) if isinstance(provider, GcpProvider) else None,
+        gpu_networks=nics.gpu_networks if nics else [],
+        host_networks=nics.host_networks if nics else [],
+        rdma_network=nics.rdma_network if nics else None,
+        network_mtu=(GCP_RDMA_MTU if nics.rdma_network else GCP_MTU) if nics else None,
         placement_strategy=strategy if any(g.placement for g in groups) else None,
         placement_group=provider.placement_group if isinstance(provider, AwsProvider) else None,
         capacity_reservation_id=provider.capacity_reservation_id if isinstance(provider, AwsProvider) else None,
@@ -417,7 +437,7 @@ def resolve_cloud(spec: Spec, nodes: list[PlanNode]) -> CloudPlan | None:
         bastion=bastion,
         allow_world_ssh=provider.allow_world_ssh,
         managed_lustre=lustre,
-        labels=_labels(spec),
+        labels=labels if labels is not None else _labels(spec),
         plugins=_plugins(provider, groups),
     )
 

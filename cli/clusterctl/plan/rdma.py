@@ -4,21 +4,23 @@ The subnet manager runs on the hosts ``fabric.opensm_hosts`` names and nowhere e
 elects its master by priority, then GUID: linux-rdma/opensm man/opensm.8.in ``-p``); IPoIB
 gives rail i of a node the address at the node's management offset in ``fabric.ipoib.networks[i]``.
 Rails stay as the spec names them (PCI address or RDMA device): nodes resolve them at converge
-time (roles/rdma/library/rdma_rails.py).
+time (roles/rdma/library/rdma_rails.py). Both are computed from the nodes' seats, before the
+fabric plan and the nodes are built.
 """
 
 from __future__ import annotations
 
 from ipaddress import IPv4Address
 
-from clusterctl.plan.models import FabricPlan, OpenSmPlacement, PlanNode
-from clusterctl.spec.models import Spec
+from clusterctl.plan.models import OpenSmPlacement
+from clusterctl.plan.nodes import Seat
+from clusterctl.spec.models import IpoibSpec, Spec
 
 # opensm's range: 0 (default, lowest) .. 15 (highest).
 MAX_SM_PRIORITY = 15
 
 
-def opensm_placements(spec: Spec, nodes: list[PlanNode]) -> list[OpenSmPlacement]:
+def opensm_placements(spec: Spec, seats: list[Seat]) -> list[OpenSmPlacement]:
     """The opensm hosts with their priority and port; empty unless the subnet manager is opensm.
 
     A host the plan does not have is left out (rule FAB007 reports it); a priority left unset
@@ -27,39 +29,34 @@ def opensm_placements(spec: Spec, nodes: list[PlanNode]) -> list[OpenSmPlacement
     fabric = spec.fabric
     if fabric.subnet_manager != "opensm":
         return []
-    by_name = {n.hostname: n for n in nodes}
+    by_name = {s.hostname: s for s in seats}
     out: list[OpenSmPlacement] = []
     for position, entry in enumerate(fabric.opensm_hosts):
-        node = by_name.get(entry.host)
-        if node is None:
+        seat = by_name.get(entry.host)
+        if seat is None:
             continue
         priority = entry.priority if entry.priority is not None else max(MAX_SM_PRIORITY - position, 0)
-        port = entry.port or (node.rails[0] if node.rails else None)
-        out.append(OpenSmPlacement(host=node.hostname, priority=priority, port=port))
+        port = entry.port or (seat.rails[0] if seat.rails else None)
+        out.append(OpenSmPlacement(host=seat.hostname, priority=priority, port=port))
     return out
 
 
-def assign_ipoib(spec: Spec, nodes: list[PlanNode]) -> None:
-    """Give rail i of every node with rails its IPoIB address in ``fabric.ipoib.networks[i]``."""
-    ipoib = spec.fabric.ipoib
-    if ipoib is None or spec.fabric.kind != "infiniband":
-        return
-    base = int(spec.network.management_cidr.network_address)
-    for node in nodes:
-        if not node.rails or node.emulated or node.burst:
-            continue
-        offset = int(IPv4Address(node.address)) - base
-        node.ipoib = [
-            f"{IPv4Address(int(net.network_address) + offset)}/{net.prefixlen}"
-            for net in ipoib.networks[: len(node.rails)]
-            if offset < net.num_addresses - 1
-        ]
+def ipoib_spec(spec: Spec) -> IpoibSpec | None:
+    """The spec's IPoIB settings where they apply (an InfiniBand fabric), else None."""
+    return spec.fabric.ipoib if spec.fabric.kind == "infiniband" else None
 
 
-def apply_rdma(spec: Spec, nodes: list[PlanNode], fabric: FabricPlan) -> None:
-    """Fill the fabric plan's opensm placement and IPoIB settings, and the nodes' IPoIB addresses."""
-    fabric.opensm = opensm_placements(spec, nodes)
-    if spec.fabric.ipoib is not None and spec.fabric.kind == "infiniband":
-        fabric.ipoib_mode = spec.fabric.ipoib.mode
-        fabric.ipoib_mtu = spec.fabric.ipoib.mtu
-    assign_ipoib(spec, nodes)
+def ipoib_addresses(spec: Spec, seat: Seat) -> list[str]:
+    """Rail i's IPoIB address (CIDR) in ``fabric.ipoib.networks[i]``; empty where IPoIB is off.
+
+    Nodes without rails, emulated nodes and burst nodes get none.
+    """
+    ipoib = ipoib_spec(spec)
+    if ipoib is None or not seat.rails or seat.emulated or seat.burst:
+        return []
+    offset = int(IPv4Address(seat.address)) - int(spec.network.management_cidr.network_address)
+    return [
+        f"{IPv4Address(int(net.network_address) + offset)}/{net.prefixlen}"
+        for net in ipoib.networks[: len(seat.rails)]
+        if offset < net.num_addresses - 1
+    ]

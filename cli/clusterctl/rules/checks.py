@@ -22,7 +22,8 @@ from clusterctl.catalog.compat import (
     version_tuple,
 )
 from clusterctl.catalog.gpus import GPU_MODELS
-from clusterctl.plan.build import FIRST_HOST_OFFSET, STATE_BYTES_PER_PARAM
+from clusterctl.plan.nodes import FIRST_HOST_OFFSET
+from clusterctl.plan.sizing import STATE_BYTES_PER_PARAM
 from clusterctl.rules.engine import RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines

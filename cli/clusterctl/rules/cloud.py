@@ -21,8 +21,8 @@ from clusterctl.catalog.cloud_services import (
 )
 from clusterctl.catalog.compat import at_least, version_tuple
 from clusterctl.catalog.instances import INSTANCE_TYPES, instance_type
-from clusterctl.plan.build import FIRST_HOST_OFFSET
 from clusterctl.plan.cloud import GPU_SUBNET_PREFIX, lustre_tiers, nic_network_counts, split_network
+from clusterctl.plan.nodes import FIRST_HOST_OFFSET
 from clusterctl.rules.engine import SAFETY_TAG, RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.models import LustreStorage, Spec

@@ -9,7 +9,7 @@ import pytest
 
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan, build_plan
-from clusterctl.plan.build import systemd_mount_unit
+from clusterctl.plan.storage import systemd_mount_unit
 from clusterctl.spec import load_spec
 from tests.conftest import EXAMPLES
 from tests.specs import example_data, group, write_spec
