@@ -8,9 +8,11 @@ import copy
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
+from clusterctl.spec.providers import BaremetalProvider
 from tests.specs import example_data, group, write_spec
 
 Response = tuple[int, str, str]
@@ -176,12 +178,22 @@ def real_gpu_plan(tmp_path: Path) -> Plan:
     data["hardware"]["dgx-h100"]["rails"] = list(RAILS)
     data["hardware"]["dgx-h100"]["storage_nics"] = ["mlx5_8", "mlx5_9"]
     plan = load_and_validate(write_spec(tmp_path, data)).plan
-    for node in plan.nodes:
-        node.emulated = False
-    plan.cluster.emulated_gpus = False
-    plan.cluster.provider = "baremetal"
-    plan.slurm.container_nodes = False
-    return plan
+    bare_metal = BaremetalProvider(kind="baremetal", machines="machines.csv")
+    return with_real_gpus(plan, provider="baremetal", provider_config=bare_metal)
+
+
+def with_real_gpus(plan: Plan, **cluster: Any) -> Plan:
+    """A copy of ``plan`` whose GPUs are real: no node emulated, no container nodes.
+
+    ``cluster`` replaces cluster facts besides (the provider). A copy: plans are frozen.
+    """
+    return plan.model_copy(
+        update={
+            "nodes": [n.model_copy(update={"emulated": False}) for n in plan.nodes],
+            "cluster": plan.cluster.model_copy(update={"emulated_gpus": False, **cluster}),
+            "slurm": plan.slurm.model_copy(update={"container_nodes": False}),
+        }
+    )
 
 
 # --- NCCL_DEBUG=INFO output of a transport run ---------------------------------------------------

@@ -9,6 +9,7 @@ import pulumi
 import pytest
 
 from clusterctl.catalog.instances import INSTANCE_TYPES
+from tests.plan_edits import replaced
 from tests.stacks.conftest import RecordingMocks, example_plan, run, takes_param, unsecret
 
 from clusterctl_aws import AwsCluster, AwsClusterArgs  # isort: skip
@@ -94,12 +95,11 @@ def test_ssh_not_open_to_the_world(created: RecordingMocks, plan) -> None:
 
 
 def test_world_ssh_only_when_spec_allows(run_program, plan) -> None:
-    opened = plan.model_copy(deep=True)
-    opened.cloud.bastion.allowed_cidrs = ["0.0.0.0/0"]
+    opened = replaced(plan, {"cloud.bastion.allowed_cidrs": ["0.0.0.0/0"]})
     with pytest.raises(WorldOpenSshError, match="allow_world_ssh"):
         run_program(lambda: AwsCluster("forge", AwsClusterArgs(plan=opened, ssh_public_key="k")))
-    opened.cloud.allow_world_ssh = True
-    mocks = run_program(lambda: AwsCluster("forge", AwsClusterArgs(plan=opened, ssh_public_key="k")))
+    allowed = replaced(opened, {"cloud.allow_world_ssh": True})
+    mocks = run_program(lambda: AwsCluster("forge", AwsClusterArgs(plan=allowed, ssh_public_key="k")))
     rules = mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert [r.name for r in rules if r.inputs.get("cidrIpv4") == "0.0.0.0/0"] == ["forge-net-bastion-ssh-0"]
 

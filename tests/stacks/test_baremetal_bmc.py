@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from clusterctl.plan.models import BmcPlan
+from tests.plan_edits import replaced
 from tests.stacks.conftest import example_plan, run
 
 from clusterctl_baremetal import BaremetalCluster, BaremetalClusterArgs  # isort: skip
@@ -13,9 +14,7 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIB...\n-----END CERTIFICATE-----\n"
 
 
 def _nodes_inputs(bmc: BmcPlan) -> list[dict[str, object]]:
-    plan = example_plan("onprem-h100-256.yaml")
-    assert plan.baremetal is not None
-    plan.baremetal.bmc = bmc
+    plan = replaced(example_plan("onprem-h100-256.yaml"), {"baremetal.bmc": bmc})
 
     def program() -> pulumi.Output:
         return BaremetalCluster(plan.cluster.name, BaremetalClusterArgs(plan=plan)).nodes

@@ -22,6 +22,7 @@ import yaml
 from clusterctl.plan import Plan
 from clusterctl.run.providers.base import ProviderError
 from clusterctl.run.providers.ssh_inventory import hosts_from_outputs
+from tests.plan_edits import replaced
 from tests.stacks.conftest import STACKS, RecordingMocks, example_plan, run, unsecret
 
 if str(STACKS / "burst") not in sys.path:
@@ -120,8 +121,7 @@ def test_aws_fsx_is_a_deployment_type_that_encrypts_in_transit(clusters: dict[st
     assert filesystems
     # At rest FSx for Lustre always encrypts (no switch to assert); in transit only these types do.
     assert {fs.inputs["deploymentType"] for fs in filesystems} <= {"PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"}
-    scratch1 = plans["aws"].model_copy(deep=True)
-    scratch1.cloud.managed_lustre[0].tier = "SCRATCH_1"
+    scratch1 = replaced(plans["aws"], {"cloud.managed_lustre.0.tier": "SCRATCH_1"})
     with pytest.raises(ValueError, match="does not encrypt data in transit"):
         _cluster("aws", scratch1)
 
@@ -187,8 +187,7 @@ def test_gcp_clusterctl_key_goes_to_a_local_user_and_the_host_key_stays(
 
 def test_gcp_firewalls_never_lack_sources(plans: dict[str, Plan]) -> None:
     """GCP reads an ingress firewall without source ranges as 0.0.0.0/0."""
-    broken = plans["gcp"].model_copy(deep=True)
-    broken.cloud.gpu_networks[0].cidr = None
+    broken = replaced(plans["gcp"], {"cloud.gpu_networks.0.cidr": None})
     with pytest.raises(ValueError, match=r"without source ranges would admit 0\.0\.0\.0/0"):
         _cluster("gcp", broken)
 
@@ -225,17 +224,14 @@ def test_world_open_bastion_refused_without_allow_world_ssh(
 ) -> None:
     assert clusters[kind].resources
     assert not _world_open(clusters[kind])  # closed by default ...
-    opened = plans[kind].model_copy(deep=True)
-    opened.cloud.bastion.allowed_cidrs = ["203.0.113.0/24", world]
+    opened = replaced(plans[kind], {"cloud.bastion.allowed_cidrs": ["203.0.113.0/24", world]})
     with pytest.raises(WorldOpenSshError, match="allow_world_ssh"):  # ... and a /0 refused without the flag
         _cluster(kind, opened)
 
 
 @pytest.mark.parametrize("kind", sorted(CLUSTERS))
 def test_world_open_bastion_only_with_allow_world_ssh(plans: dict[str, Plan], kind: str) -> None:
-    opened = plans[kind].model_copy(deep=True)
-    opened.cloud.bastion.allowed_cidrs = ["0.0.0.0/0"]
-    opened.cloud.allow_world_ssh = True
+    opened = replaced(plans[kind], {"cloud.bastion.allowed_cidrs": ["0.0.0.0/0"], "cloud.allow_world_ssh": True})
     created = _cluster(kind, opened)
     world = _world_open(created)
     assert len(world) == 1  # the bastion's rule, and nothing that reaches the nodes
@@ -247,8 +243,7 @@ def test_burst_groups_never_open_ssh_to_the_world(tmp_path: Path, kind: str) -> 
     plan = _burst_plan(tmp_path, kind)
     for part in ("base", "nodes"):
         assert not _world_open(_burst(plan, part))
-    opened = plan.model_copy(deep=True)
-    opened.burst_cloud["gpu-b"].network_cidr = "0.0.0.0/0"
+    opened = replaced(plan, {"burst_cloud.gpu-b.network_cidr": "0.0.0.0/0"})
     if kind != "azure":  # Azure admits the VNet by its service tag, never by a range
         with pytest.raises(WorldOpenSshError):
             _burst(opened, "base")

@@ -25,6 +25,7 @@ from clusterctl.catalog.instances import INSTANCE_TYPES
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from tests.conftest import EXAMPLES
+from tests.plan_edits import replaced
 from tests.specs import example_data, group, write_spec
 from tests.stacks.conftest import STACKS, RecordingMocks, example_plan, run, unsecret
 
@@ -229,10 +230,9 @@ def test_cloud_defaults_hold(created: RecordingMocks) -> None:
 
 def test_no_project_no_roce_network(plan: Plan) -> None:
     """Rule CLD017 refuses the spec; should it be skipped, the stack stops before creating anything wrong."""
-    broken = plan.model_copy(deep=True)
-    assert broken.cloud is not None
-    assert broken.cloud.rdma_network is not None
-    broken.cloud.rdma_network.network_profile = None
+    assert plan.cloud is not None
+    assert plan.cloud.rdma_network is not None
+    broken = replaced(plan, {"cloud.rdma_network.network_profile": None})
     with pytest.raises(ValueError, match=r"network profile is named by project.*CLD017"):
         _deploy(broken)
 

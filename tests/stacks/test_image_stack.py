@@ -19,7 +19,9 @@ import pulumi
 import pytest
 import yaml
 
+from clusterctl.image.cloud import apply_locked_images
 from clusterctl.plan import Plan
+from tests.plan_edits import replaced
 from tests.stacks.conftest import STACKS, RecordingMocks, example_plan, run, unsecret
 from tests.stacks.test_cloud_defaults import _world_open
 
@@ -242,12 +244,10 @@ def test_builder_ssh_only_from_allowed_networks(phases, plans, kind: str) -> Non
 
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_world_open_builder_refused_and_no_allowed_network_refused(plans, kind: str) -> None:
-    opened = plans[kind].model_copy(deep=True)
-    opened.cloud.bastion.allowed_cidrs = ["0.0.0.0/0"]
+    opened = replaced(plans[kind], {"cloud.bastion.allowed_cidrs": ["0.0.0.0/0"]})
     with pytest.raises(WorldOpenSshError, match="allow_world_ssh"):
         _run(opened, _profile(kind), "build")
-    closed = plans[kind].model_copy(deep=True)
-    closed.cloud.bastion = None
+    closed = replaced(plans[kind], {"cloud.bastion": None})
     with pytest.raises(ValueError, match="allowed_ssh_cidrs"):
         _run(closed, _profile(kind), "build")
 
@@ -325,8 +325,7 @@ def test_names_and_tags_carry_the_hash(phases, plans, kind: str) -> None:
 
 def test_same_hash_same_name_whichever_profile_or_cluster(plans) -> None:
     """Content-addressed: the name depends on the OS and the hash, not on who built it."""
-    renamed = plans["aws"].model_copy(deep=True)
-    renamed.cluster.name = renamed.cloud.cluster = "other"
+    renamed = replaced(plans["aws"], {"cluster.name": "other", "cloud.cluster": "other"})
     (first,) = _run(plans["aws"], "p5", "capture").of_type(AWS_AMI)
     (second,) = _run(renamed, "head", "capture").of_type(AWS_AMI)
     assert first.inputs["name"] == second.inputs["name"] == f"clusterctl-ubuntu-2404-{SHORT}"
@@ -474,11 +473,8 @@ def _booted_images(kind: str, created: RecordingMocks) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", sorted(EXAMPLES))
 def test_cluster_stack_boots_the_locked_image_of_each_profile(plans, kind: str) -> None:
-    plan = plans[kind].model_copy(deep=True)
     profile = _profile(kind)
-    for group in plan.cloud.groups:
-        if group.hardware == profile:
-            group.image = LOCKED[kind]
+    plan = apply_locked_images(plans[kind], {profile: LOCKED[kind]})
     component, args = CLUSTERS[kind]
     created = run(lambda: component(plan.cluster.name, args(plan=plan, ssh_public_key="k")))
     booted = _booted_images(kind, created)
@@ -508,11 +504,8 @@ def test_cluster_stack_exports_the_image_each_node_was_made_from(plans, kind: st
     from clusterctl_azure import deploy as azure_deploy  # isort: skip
     from clusterctl_gcp import deploy as gcp_deploy  # isort: skip
 
-    plan = plans[kind].model_copy(deep=True)
     profile = _profile(kind)
-    for group in plan.cloud.groups:
-        if group.hardware == profile:
-            group.image = LOCKED[kind]
+    plan = apply_locked_images(plans[kind], {profile: LOCKED[kind]})
     deploy_cluster = {"aws": aws_deploy, "gcp": gcp_deploy, "azure": azure_deploy}[kind]
     exported: dict[str, Any] = {}
     resolved: dict[str, Any] = {}

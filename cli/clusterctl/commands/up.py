@@ -48,8 +48,7 @@ def _login_hint(plan: Plan) -> str:
     )
     if plan.cluster.provider == "local":
         return f"docker exec -it {container_name(plan, login)} bash -l"
-    user = plan.cluster.provider_config.get("ssh_user", "root")
-    return f"ssh {user}@{login.address}"
+    return f"ssh {plan.cluster.ssh_user}@{login.address}"
 
 
 def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:

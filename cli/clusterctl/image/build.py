@@ -320,9 +320,9 @@ def target_for(plan: Plan, *, state_dir: Path | None = None, build_dir: Path | N
     """
     if plan.cluster.provider == "local":
         from clusterctl.image.local import LocalImageTarget
-        from clusterctl.run.providers.local import DEFAULT_IMAGE
+        from clusterctl.run.providers.local import node_image
 
-        return LocalImageTarget(str(plan.cluster.provider_config.get("image") or DEFAULT_IMAGE))
+        return LocalImageTarget(node_image(plan))
     if plan.cluster.provider in ("aws", "gcp", "azure"):
         from clusterctl.image.cloud import CloudImageTarget
 

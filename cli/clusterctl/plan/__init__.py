@@ -2,6 +2,9 @@
 
 ``build_plan`` turns a validated spec into concrete, JSON-serializable facts; renderers,
 providers, verify and the fabric check read the plan and never re-derive from the spec.
+The models (``models.py``) are frozen: a plan is built in one pass, by concern: ``nodes``
+(seats, then nodes), ``fabric`` and ``rdma``, ``slurm`` (with ``gres``), ``storage``,
+``sizing``, ``nccl`` / ``nccl_cloud``, ``cloud`` / ``burst``; ``build`` puts them together.
 """
 
 from clusterctl.plan.build import build_plan

@@ -68,7 +68,7 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
         os=spec.os,
         os_codename=OS_CODENAME[spec.os],
         provider=spec.provider.kind,
-        provider_config=spec.provider.model_dump(mode="json"),
+        provider_config=spec.provider,
         spec_file=spec_file,
         management_cidr=str(network.management_cidr),
         gateway=str(gateway),

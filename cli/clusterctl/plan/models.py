@@ -1,22 +1,26 @@
 """The plan's data model: concrete facts resolved from a spec, JSON-serializable.
 
 Every renderer, provider, verify and fabric check reads these models. Field names are
-part of ``plan.json``; add fields freely, rename with care.
+part of ``plan.json``; add fields freely, rename with care. The models are frozen: a plan is
+built once (plan/build.py computes every part before it builds the model that holds it), and
+a changed plan is a new one (``model_copy(update=...)``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clusterctl.spec.providers import LocalProvider, Provider, ProviderKind
 
 Role = Literal["controller", "login", "compute"]
 
 
 class PlanModel(BaseModel):
-    """Base of the plan models: unknown keys rejected so plan.json round-trips exactly."""
+    """Base of the plan models: unknown keys rejected so plan.json round-trips exactly; immutable."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class PlanNode(PlanModel):
@@ -435,8 +439,13 @@ class ClusterInfo(PlanModel):
     domain: str
     os: str
     os_codename: str
-    provider: str
-    provider_config: dict[str, Any] = Field(default_factory=dict)
+    provider: ProviderKind
+    provider_config: Provider = Field(
+        description=(
+            "the spec's provider block, one typed model per provider (discriminated by kind), validated as the "
+            "spec validates it"
+        )
+    )
     spec_file: str
     management_cidr: str
     gateway: str
@@ -445,6 +454,27 @@ class ClusterInfo(PlanModel):
     emulated_gpus: bool
     nccl_tests_url: str = Field("", description="nccl-tests source archive the GPU nodes build")
     nccl_tests_checksum: str = Field("", description="its checksum (sha256:<hex>)")
+
+    @model_validator(mode="after")
+    def _provider_is_its_config_s(self) -> ClusterInfo:
+        if self.provider != self.provider_config.kind:
+            raise ValueError(
+                f"provider is {self.provider!r} but provider_config is for {self.provider_config.kind!r}; they "
+                "come from the same spec block and must agree"
+            )
+        return self
+
+    @property
+    def ssh_user(self) -> str:
+        """Who clusterctl logs in as over SSH: the provider's ``ssh_user`` (root for local containers)."""
+        config = self.provider_config
+        return "root" if isinstance(config, LocalProvider) else config.ssh_user
+
+    @property
+    def local_image(self) -> str | None:
+        """The node image of a local cluster's containers; None for the other providers."""
+        config = self.provider_config
+        return config.image if isinstance(config, LocalProvider) else None
 
 
 # --- provisioning (cloud stacks and bare metal) ---------------------------------------------

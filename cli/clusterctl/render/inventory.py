@@ -59,7 +59,7 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
         host["ansible_host"] = container_name(plan, node)
     else:
         host["ansible_host"] = node.address
-        host["ansible_user"] = plan.cluster.provider_config.get("ssh_user", "root")
+        host["ansible_user"] = plan.cluster.ssh_user
         if host["ansible_user"] != "root":
             host["ansible_become"] = True
     return host

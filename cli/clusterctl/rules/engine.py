@@ -146,8 +146,12 @@ def _sorted(findings: list[Finding]) -> list[Finding]:
 
 
 def validate(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
-    """Run the rules and attach the findings to the plan (``plan.findings``)."""
+    """Run the rules; the plan returned is the built one with the findings in ``plan.findings``.
+
+    Why a copy: the plan is frozen; its findings are known only once the phase-2 rules have
+    read it, so the plan that carries them is a new one.
+    """
     findings, plan = run_rules(loaded, skip)
     if plan is not None:
-        plan.findings = [f.to_dict() for f in findings]
+        plan = plan.model_copy(update={"findings": [f.to_dict() for f in findings]})
     return findings, plan

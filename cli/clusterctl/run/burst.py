@@ -113,10 +113,10 @@ def _provider_resume(plan: Plan, nodes: list[PlanNode], build_dir: Path, state_d
     for kind in set(kinds.values()):
         group_nodes = [n for n in nodes if kinds[n.group] == kind]
         if kind == "local":
-            from clusterctl.run.providers.local import LocalProvider, _image, network_name
+            from clusterctl.run.providers.local import LocalProvider, network_name, node_image
 
             LocalProvider().start_nodes(
-                plan, group_nodes, network_name(plan), _image(plan), events, state_dir=state_dir
+                plan, group_nodes, network_name(plan), node_image(plan), events, state_dir=state_dir
             )
         else:
             from clusterctl.run.burst_cloud import resume_cloud

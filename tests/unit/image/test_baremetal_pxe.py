@@ -31,6 +31,7 @@ from clusterctl.render.escape import RenderError
 from clusterctl.render.pxe_image import mac_file
 from clusterctl.render.tree import render_files
 from tests.conftest import EXAMPLES
+from tests.plan_edits import replaced
 from tests.unit.image.test_rootfs import container_export
 
 HASH = "5e" * 32
@@ -193,9 +194,8 @@ def test_without_an_image_the_installer_boots(plan: Plan) -> None:
 
 
 def test_install_disk_and_stateless_default(plan: Plan, tmp_path: Path) -> None:
-    changed = plan.model_copy(deep=True)
-    for group in changed.baremetal.autoinstall:
-        group.install_disk = "/dev/nvme0n1"
+    autoinstall = [g.model_copy(update={"install_disk": "/dev/nvme0n1"}) for g in plan.baremetal.autoinstall]
+    changed = plan.model_copy(update={"baremetal": plan.baremetal.model_copy(update={"autoinstall": autoinstall})})
     imaged = with_archive(changed, _locked(SHA), default="stateless")
     files = _files(imaged)
     machine = changed.baremetal.machines[0]
@@ -210,8 +210,7 @@ def test_install_disk_and_stateless_default(plan: Plan, tmp_path: Path) -> None:
 
 
 def test_legacy_bios_machines_get_pxelinux_entries(plan: Plan) -> None:
-    legacy = plan.model_copy(deep=True)
-    legacy.baremetal.boot_mode = "Legacy"
+    legacy = replaced(plan, {"baremetal.boot_mode": "Legacy"})
     files = _files(with_archive(legacy, _locked(SHA)))
     machine = legacy.baremetal.machines[0]
     text = files[f"pxe/tftp/pxelinux.cfg/{mac_file(machine.mac)}"]

@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 
 from tests.conftest import EXAMPLES
+from tests.plan_edits import replaced
 from tests.verify_testkit import ReplayExecutor, chronyc, gpu_query, real_gpu_plan, scontrol_node
 
 from clusterctl.pipeline import load_and_validate
@@ -334,9 +335,9 @@ def test_executor_for_the_providers(tmp_path: Path) -> None:
     ssh = onprem.routes["gpu001"]
     assert isinstance(ssh, SshExecutor)
     assert ssh.targets["gpu001"] == SshEndpoint(ONPREM.node("gpu001").address, "ubuntu")
-    mixed = real_gpu_plan(tmp_path)
-    mixed.node("gpu064").burst = True
-    mixed.node("gpu064").emulated = True
+    real = real_gpu_plan(tmp_path)
+    gpu064 = [n.hostname for n in real.nodes].index("gpu064")
+    mixed = replaced(real, {f"nodes.{gpu064}.burst": True, f"nodes.{gpu064}.emulated": True})
     assert isinstance(executor_for(mixed, tmp_path), RoutingExecutor)
 
 

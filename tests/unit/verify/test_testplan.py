@@ -177,9 +177,9 @@ def test_one_su_cluster_has_no_cross_or_full_phase() -> None:
 
 def test_odd_group_rests_one_node_per_round(tmp_path: Path) -> None:
     plan = two_su_plan(tmp_path)
-    su1 = [n for n in plan.nodes if n.su == 1]
-    for node in su1[5:]:
-        node.spare = True  # 5 schedulable nodes left in su1
+    spares = [n.hostname for n in plan.nodes if n.su == 1][5:]  # 5 schedulable nodes left in su1
+    nodes = [n.model_copy(update={"spare": True}) if n.hostname in spares else n for n in plan.nodes]
+    plan = plan.model_copy(update={"nodes": nodes})
     test_plan = build_test_plan(plan)
 
     pairs = [r.hosts for r in test_plan.runs("pairs") if r.groups == ("su1",)]

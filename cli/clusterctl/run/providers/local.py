@@ -53,8 +53,9 @@ def network_name(plan: Plan) -> str:
     return f"clusterctl-{plan.cluster.name}"
 
 
-def _image(plan: Plan) -> str:
-    return str(plan.cluster.provider_config.get("image") or DEFAULT_IMAGE)
+def node_image(plan: Plan) -> str:
+    """The image local nodes start from: the local provider's ``image``, else the default one."""
+    return plan.cluster.local_image or DEFAULT_IMAGE
 
 
 def ensure_engine_and_image(image: str, events: EventBus) -> None:
@@ -205,7 +206,7 @@ class LocalProvider:
         self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
     ) -> list[ProvisionedHost]:
         """Create or start one container per (non-burst) node, in parallel, and wait for systemd."""
-        image = _image(plan)
+        image = node_image(plan)
         if not engine_available() or any(n.hardware not in self.images for n in plan.nodes if not n.burst):
             ensure_engine_and_image(image, events)
         network = _ensure_network(plan)
