@@ -46,7 +46,7 @@ def _report() -> Report:
         duration_s=1.0,
         checks=[],
         thresholds={},
-        outcomes=[],
+        findings=[],
         nodes=list(plan.nodes),
     )
 
