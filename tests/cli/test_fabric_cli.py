@@ -86,14 +86,19 @@ def test_check_json(tmp_path: Path) -> None:
     code, out, _ = invoke("fabric", "check", LOCAL, "--ibnetdiscover", fabric, "--output", "json")
     data = json.loads(out)
     assert code == 1
-    assert data["matches"] is False
+    assert (data["command"], data["ok"]) == ("fabric check", False)
     assert data["format"] == "ibnetdiscover"
     assert data["summary"]["errors"] == 1
+    assert data["counts"] == {"error": 1, "warning": 0, "info": 0}
     (finding,) = data["findings"]
-    assert {k: finding[k] for k in ("code", "kind", "level", "host", "hca", "switch", "port")} == {
+    assert {k: finding[k] for k in ("code", "rule", "level", "node", "cable")} == {
         "code": "FAB-C002",
-        "kind": "node-on-two-leaves",
+        "rule": "node-on-two-leaves",
         "level": "error",
+        "node": "gpu002",
+        "cable": "gpu002 mlx5_7 -> rack2-leaf (0x0000aa0000000002) port 33",
+    }
+    assert {k: finding["data"][k] for k in ("host", "hca", "switch", "port")} == {
         "host": "gpu002",
         "hca": "mlx5_7",
         "switch": "rack2-leaf",
@@ -135,11 +140,15 @@ def test_check_unparsable_file_exits_2_with_the_line(tmp_path: Path) -> None:
     assert "Traceback" not in err
     code, out, _ = invoke("fabric", "check", LOCAL, "--ibnetdiscover", str(bad), "-o", "json")
     assert code == 2
-    assert json.loads(out)["error"] | {"message": None} == {
+    data = json.loads(out)
+    assert (data["command"], data["ok"]) == ("fabric check", False)
+    (finding,) = data["findings"]
+    assert {k: finding[k] for k in ("code", "level", "file", "line", "data")} == {
+        "code": "INPUT-unreadable",
+        "level": "error",
         "file": str(bad),
         "line": 11,
-        "text": "garbage from a pasted terminal",
-        "message": None,
+        "data": {"text": "garbage from a pasted terminal"},
     }
 
 
@@ -276,6 +285,18 @@ def test_topology_with_spec_warns_about_nodes_off_the_fabric(tmp_path: Path) -> 
     assert err.startswith("warning: FAB-L002: Node(s) gpu004 are under no switch")
 
 
+def test_topology_refuses_a_host_name_slurm_would_misread(tmp_path: Path) -> None:
+    switches, cas, cables = rack_cables()
+    guid = next(g for g, d in cas.items() if d == "gpu001 mlx5_0")
+    cas[guid] = "gpu#001 mlx5_0"
+    path = tmp_path / "quoted.txt"
+    path.write_text(write_ibnetdiscover(switches, cas, cables))
+    code, out, err = invoke("fabric", "topology", "--ibnetdiscover", str(path))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {path}: the name 'gpu#001,gpu[001-002]' cannot be written into topology.conf")
+    assert "starts a comment" in err
+
+
 def test_topology_unparsable_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\n")
@@ -308,7 +329,13 @@ def test_lint_passes_the_azure_fixture(fixtures_dir: Path) -> None:
     assert out == f"{path} is valid: 6 switches, 16 nodes.\n"
     code, out, _ = invoke("fabric", "lint", str(path), "--output", "json")
     assert code == 0
-    assert json.loads(out) == {"file": str(path), "valid": True, "findings": []}
+    data = json.loads(out)
+    assert {k: data[k] for k in ("command", "file", "ok", "findings")} == {
+        "command": "fabric lint",
+        "file": str(path),
+        "ok": True,
+        "findings": [],
+    }
 
 
 def test_lint_with_spec(tmp_path: Path) -> None:
@@ -322,8 +349,13 @@ def test_lint_with_spec(tmp_path: Path) -> None:
     code, out, _ = invoke("fabric", "lint", str(conf), "--spec", LOCAL, "-o", "json")
     assert code == 1
     data = json.loads(out)
-    assert data["valid"] is False
-    assert [(f["code"], f["line"]) for f in data["findings"]] == [("FAB-L003", 2), ("FAB-L002", None)]
+    assert data["ok"] is False
+    assert data["counts"] == {"error": 2, "warning": 0, "info": 0}
+    assert [(f["code"], f["line"]) for f in data["findings"]] == [("FAB-L003", 2), ("FAB-L002", 0)]
+    assert [(f["file"], f["rule"]) for f in data["findings"]] == [
+        (str(conf), "unknown-node"),
+        (str(conf), "node-under-no-switch"),
+    ]
     assert "gpu0004" in data["findings"][0]["message"]
     assert "gpu004" in data["findings"][1]["message"]
 

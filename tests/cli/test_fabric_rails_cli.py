@@ -81,7 +81,7 @@ def test_a_missing_saved_file_is_named(spec: str, fabric: str, tmp_path: Path) -
     assert code == 1
     assert data["summary"]["hcas_unmapped"] == 8
     (finding,) = data["findings"]
-    assert (finding["code"], finding["host"]) == ("FAB-C009", "gpu004")
+    assert (finding["code"], finding["node"], finding["data"]["host"]) == ("FAB-C009", "gpu004", "gpu004")
     assert finding["message"].startswith(
         f"8 HCA(s) of gpu004 on the fabric could not be matched to its rails: {saved} has no rails file of gpu004; "
     )

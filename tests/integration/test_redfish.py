@@ -461,7 +461,7 @@ MEMBERS = json.dumps({"Members": [{"@odata.id": SYSTEM}]}).encode()
 @pytest.mark.parametrize(
     ("answers", "fragment"),
     [
-        ({SYSTEMS_PATH: Answer(body=b"<html>Login</html>")}, "not JSON"),
+        ({SYSTEMS_PATH: Answer(body=b"<!doctype html><title>Login</title>")}, "not JSON"),
         ({SYSTEMS_PATH: Answer(body=b"[1, 2, 3]")}, "JSON list, not a Redfish object"),
         ({SYSTEMS_PATH: Answer(body=b"")}, "empty body"),
         ({SYSTEMS_PATH: Answer(body=b"[" * 100_000 + b"]" * 100_000)}, "not JSON"),
@@ -556,7 +556,7 @@ def test_broken_transports_are_clear_errors(
 
 def test_provider_reports_junk_as_a_redfish_error(fake_sshd: int, no_env_creds: None) -> None:
     with RecordingServer() as bmc:
-        bmc.answers["*"] = Answer(body=b"<html>not redfish</html>")
+        bmc.answers["*"] = Answer(body=b"<!doctype html><title>not redfish</title>")
         props = {
             "hostname": "gpu001",
             "bmc": bmc.url,

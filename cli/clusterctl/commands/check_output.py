@@ -15,7 +15,7 @@ from clusterctl.app import App
 from clusterctl.catalog.transports import FABRIC_TRANSPORTS, expected_transport, fabric_for
 from clusterctl.commands.common import handle_internal_errors, output_option, validated_or_exit
 from clusterctl.pipeline import Validated
-from clusterctl.report import document, print_excerpt, unreadable
+from clusterctl.report import STOPPED_INPUT, document, print_excerpt, unreadable
 from clusterctl.spec.findings import Finding
 from clusterctl.spec.types import Bandwidth, BandwidthValue
 from clusterctl.verify.acceptance import acceptance_for, gpu_hardware, platform_of
@@ -169,7 +169,11 @@ def _unreadable(app: App, kind: str, file: str, exc: ParseError) -> None:
     where = f"line {exc.line_no}" if exc.line else f"end of input after line {exc.line_no}"
     if app.json:
         finding = unreadable(file, exc.message, line_no=exc.line_no, line=exc.line, rule=kind)
-        app.print_json(document("check-output", [finding], ok=False, kind=kind, file=file, verdict="unreadable"))
+        app.print_json(
+            document(
+                "check-output", [finding], ok=False, stopped=STOPPED_INPUT, kind=kind, file=file, verdict="unreadable"
+            )
+        )
     else:
         app.display_error(f"{file}: {where}: {exc.message}.")
         if exc.line:

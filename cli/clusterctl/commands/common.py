@@ -12,7 +12,7 @@ import click
 
 from clusterctl.app import App, debug_enabled
 from clusterctl.pipeline import Validated, load_and_validate
-from clusterctl.report import command_name, document
+from clusterctl.report import STOPPED_SPEC, command_name, document
 from clusterctl.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -71,7 +71,7 @@ def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) 
         result = load_and_validate(spec, skip, strict)
     except SpecError as exc:
         if app.json:
-            app.print_json(document(command_name(), exc.findings, ok=False))
+            app.print_json(document(command_name(), exc.findings, ok=False, stopped=STOPPED_SPEC))
         else:
             app.show_findings(exc.findings)
             app.display_error(f"{spec} is not valid: {app.summarize_findings(exc.findings)}.")

@@ -6,6 +6,9 @@ undefined or self children, cycles, a switch with both ``Nodes`` and ``Switches`
 names over 64 characters; it only warns, and then schedules badly, when a node sits
 under two leaves, a name is not a node, or no switch reaches every node.
 
+Each problem is a `clusterctl.spec.findings.Finding` located at its line of the file (``line``
+0 for the whole file), with the rule named in `CODES`:
+
 Codes:
     FAB-L001 error: a node is under more than one leaf switch.
     FAB-L002 error: a known node is under no switch.
@@ -22,33 +25,36 @@ Codes:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
 
 from clusterctl.hostlist import HostlistError, compress, expand
+from clusterctl.spec.findings import Finding, Level
 
-Level = Literal["error", "warning"]
 MAX_SWITCH_NAME = 64
 _KEYS = {"switchname": "SwitchName", "switches": "Switches", "nodes": "Nodes", "linkspeed": "LinkSpeed"}
+# Code -> (rule name, level).
+CODES: dict[str, tuple[str, Level]] = {
+    "FAB-L001": ("node-under-two-leaves", Level.ERROR),
+    "FAB-L002": ("node-under-no-switch", Level.ERROR),
+    "FAB-L003": ("unknown-node", Level.ERROR),
+    "FAB-L004": ("undefined-child-switch", Level.ERROR),
+    "FAB-L005": ("duplicate-switch", Level.ERROR),
+    "FAB-L006": ("several-roots", Level.WARNING),
+    "FAB-L007": ("switch-cycle", Level.ERROR),
+    "FAB-L008": ("several-parents", Level.WARNING),
+    "FAB-L009": ("nodes-and-switches", Level.ERROR),
+    "FAB-L010": ("unreadable-line", Level.ERROR),
+    "FAB-L011": ("empty-switch", Level.WARNING),
+}
 
 
-@dataclass(frozen=True)
-class LintFinding:
-    """One problem in a ``topology.conf``.
-
-    Attributes:
-        code: Stable identifier such as ``FAB-L001``.
-        level: ``error`` (Slurm refuses the file or mis-schedules) or ``warning``.
-        message: A full sentence saying what is wrong and what to change.
-        line_no: 1-based line the problem is on, ``None`` when it concerns the whole file.
-    """
-
-    code: str
-    level: Level
-    message: str
-    line_no: int | None
+def lint_finding(code: str, message: str, line_no: int | None) -> Finding:
+    """A problem of a ``topology.conf``: its code, a sentence saying what to change, its line (None: the file)."""
+    rule, level = CODES[code]
+    return Finding(code=code, level=level, message=message, rule=rule, line=line_no or 0)
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ class TopologyConf:
     """
 
     switches: tuple[SwitchDef, ...]
-    problems: tuple[LintFinding, ...] = ()
+    problems: tuple[Finding, ...] = ()
 
     def by_name(self) -> dict[str, SwitchDef]:
         """Return definitions by name; with duplicates, the first wins."""
@@ -130,22 +136,23 @@ def parse_topology_conf(text: str) -> TopologyConf:
         ``problems`` (parsing never raises, so a linter can report every problem).
     """
     switches: list[SwitchDef] = []
-    problems: list[LintFinding] = []
+    problems: list[Finding] = []
     for line_no, line in _logical_lines(text):
         switch, errors = _parse_line(line, line_no)
-        problems.extend(LintFinding("FAB-L010", "error", msg, line_no) for msg in errors)
+        problems.extend(lint_finding("FAB-L010", msg, line_no) for msg in errors)
         if switch is not None:
             switches.append(switch)
     return TopologyConf(tuple(switches), tuple(problems))
 
 
-def lint_topology_conf(text: str, known_nodes: set[str] | None = None) -> list[LintFinding]:
+def lint_topology_conf(text: str, known_nodes: set[str] | None = None, *, file: str = "") -> list[Finding]:
     """Check a ``topology.conf`` for defects.
 
     Args:
         text: The file content.
         known_nodes: The cluster's node names (from slurm.conf or the plan). When given,
             also report nodes missing from every switch and names that are not nodes.
+        file: Where the text comes from, for the findings' location.
 
     Returns:
         Findings sorted by line (whole-file findings last), then code.
@@ -158,7 +165,8 @@ def lint_topology_conf(text: str, known_nodes: set[str] | None = None) -> list[L
     if known_nodes is not None:
         findings += _against_known(conf, known_nodes)
     findings += _roots(conf)
-    return sorted(findings, key=lambda f: (f.line_no is None, f.line_no or 0, f.code, f.message))
+    ordered = sorted(findings, key=lambda f: (f.line == 0, f.line, f.code, f.message))
+    return [dataclasses.replace(f, file=file) for f in ordered] if file else ordered
 
 
 # --- parsing -----------------------------------------------------------------------------
@@ -256,15 +264,14 @@ def _expand(expr: str | None, key: str, errors: list[str]) -> tuple[str, ...]:
 # --- rules -------------------------------------------------------------------------------
 
 
-def _duplicates(conf: TopologyConf) -> list[LintFinding]:
+def _duplicates(conf: TopologyConf) -> list[Finding]:
     first: dict[str, int] = {}
     out = []
     for switch in conf.switches:
         if switch.name in first:
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L005",
-                    "error",
                     f"Switch '{switch.name}' is already defined on line {first[switch.name]}; "
                     "Slurm refuses the file. Merge the two lines or rename one.",
                     switch.line_no,
@@ -275,15 +282,14 @@ def _duplicates(conf: TopologyConf) -> list[LintFinding]:
     return out
 
 
-def _structure(conf: TopologyConf) -> list[LintFinding]:
+def _structure(conf: TopologyConf) -> list[Finding]:
     defined = conf.by_name()
     out = []
     for switch in defined.values():
         if switch.nodes and switch.switches:
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L009",
-                    "error",
                     f"Switch '{switch.name}' has both Nodes= and Switches=; Slurm refuses this. "
                     "Put the nodes under a leaf switch of their own.",
                     switch.line_no,
@@ -291,9 +297,8 @@ def _structure(conf: TopologyConf) -> list[LintFinding]:
             )
         elif switch.nodes_expr is None and switch.switches_expr is None:
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L011",
-                    "warning",
                     f"Switch '{switch.name}' has neither Nodes= nor Switches=; Slurm treats it as an "
                     "empty leaf. Remove it or list its children.",
                     switch.line_no,
@@ -302,9 +307,8 @@ def _structure(conf: TopologyConf) -> list[LintFinding]:
         missing = [c for c in dict.fromkeys(switch.switches) if c not in defined]
         if missing:
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L004",
-                    "error",
                     f"Switch '{switch.name}' lists undefined child switch(es) {', '.join(missing)}; "
                     "define them with their own SwitchName= line or remove them.",
                     switch.line_no,
@@ -313,9 +317,8 @@ def _structure(conf: TopologyConf) -> list[LintFinding]:
     for child, parents in sorted(conf.parents().items()):
         if len(parents) > 1 and child in defined:
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L008",
-                    "warning",
                     f"Switch '{child}' is a child of {', '.join(parents)}; Slurm keeps only the last "
                     "parent it reads. Collapse those parents into one switch line.",
                     defined[child].line_no,
@@ -325,11 +328,11 @@ def _structure(conf: TopologyConf) -> list[LintFinding]:
     return out
 
 
-def _cycles(conf: TopologyConf) -> list[LintFinding]:
+def _cycles(conf: TopologyConf) -> list[Finding]:
     defined = conf.by_name()
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     reported: set[frozenset[str]] = set()
-    out: list[LintFinding] = []
+    out: list[Finding] = []
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = 1
@@ -343,9 +346,8 @@ def _cycles(conf: TopologyConf) -> list[LintFinding]:
                 if key not in reported:
                     reported.add(key)
                     out.append(
-                        LintFinding(
+                        lint_finding(
                             "FAB-L007",
-                            "error",
                             f"The switches form a cycle: {' -> '.join(cycle)}; a switch must not be "
                             "an ancestor of itself. Remove the upward reference.",
                             defined[child].line_no,
@@ -362,7 +364,7 @@ def _cycles(conf: TopologyConf) -> list[LintFinding]:
     return out
 
 
-def _multi_homed(conf: TopologyConf) -> list[LintFinding]:
+def _multi_homed(conf: TopologyConf) -> list[Finding]:
     # slurmctld only logs "Multiple leaf switches contain nodes" and then counts the node under
     # both leaves, so jobs get placed as if it were one hop from two switches: an error here.
     by_name = conf.by_name()
@@ -371,9 +373,8 @@ def _multi_homed(conf: TopologyConf) -> list[LintFinding]:
         if len(leaves) > 1:
             second = by_name[leaves[1]]
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L001",
-                    "error",
                     f"Node {node} is under more than one leaf switch ({', '.join(leaves)}); a node "
                     "must hang off exactly one leaf. Keep it under the leaf it is cabled to.",
                     second.line_no,
@@ -382,7 +383,7 @@ def _multi_homed(conf: TopologyConf) -> list[LintFinding]:
     return out
 
 
-def _against_known(conf: TopologyConf, known_nodes: set[str]) -> list[LintFinding]:
+def _against_known(conf: TopologyConf, known_nodes: set[str]) -> list[Finding]:
     out = []
     for switch in conf.switches:
         unknown = [n for n in dict.fromkeys(switch.nodes) if n not in known_nodes]
@@ -390,9 +391,8 @@ def _against_known(conf: TopologyConf, known_nodes: set[str]) -> list[LintFindin
             hints = {n: _suggest(n, known_nodes) for n in unknown}
             hint = "; ".join(f"{n} -> {h}" for n, h in hints.items() if h)
             out.append(
-                LintFinding(
+                lint_finding(
                     "FAB-L003",
-                    "error",
                     f"Switch '{switch.name}' lists {compress(unknown)}, which "
                     f"{'is not a node' if len(unknown) == 1 else 'are not nodes'} of the cluster. "
                     + (f"Did you mean: {hint}?" if hint else "Fix the names or remove them."),
@@ -402,9 +402,8 @@ def _against_known(conf: TopologyConf, known_nodes: set[str]) -> list[LintFindin
     missing = sorted(known_nodes - conf.nodes())
     if missing:
         out.append(
-            LintFinding(
+            lint_finding(
                 "FAB-L002",
-                "error",
                 f"Node(s) {compress(missing)} are under no switch; Slurm cannot place jobs on them "
                 "with topology/tree. Add them under the leaf they are cabled to.",
                 None,
@@ -419,15 +418,14 @@ def _suggest(name: str, known: set[str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _roots(conf: TopologyConf) -> list[LintFinding]:
+def _roots(conf: TopologyConf) -> list[Finding]:
     # Disconnected roots are how Slurm is told that fabrics are separate, so only a warning.
     roots = conf.roots()
     if len(roots) <= 1:
         return []
     return [
-        LintFinding(
+        lint_finding(
             "FAB-L006",
-            "warning",
             f"{len(roots)} switches ({', '.join(roots)}) have no common parent, so Slurm will never "
             "place one job across them. That is right only for physically separate fabrics; "
             "otherwise add a SwitchName=<spine> Switches=... line above them.",

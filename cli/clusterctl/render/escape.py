@@ -7,7 +7,7 @@ that says which format and why. None of them relies on the spec's field types (t
 first line of defence; these are the second), so a value the types let through still cannot
 break a file.
 
-The functions are Jinja filters on the render's one environment (``tree._env``); every value a
+The functions are Jinja filters on the render's one environment (``environment.jinja_env``); every value a
 template takes from the plan goes through the one for its format:
 
 ==================  =====================================================================
@@ -43,10 +43,7 @@ import re
 import shlex
 from typing import Any
 
-from jinja2 import pass_eval_context
-from jinja2.nodes import EvalContext
-
-from clusterctl.plan.build import systemd_mount_unit
+from clusterctl.plan.storage import systemd_mount_unit
 
 # Every character that can end a line somewhere (Python's str.splitlines set), plus the other C0/C1
 # controls and DEL: none of them may reach a line-oriented format unescaped.
@@ -443,16 +440,13 @@ FILTERS = {
 }
 
 
-@pass_eval_context
-def finalize(eval_ctx: EvalContext, value: Any) -> Any:
+def finalize(value: Any) -> Any:
     """The environment's last word on every ``{{ }}``: an unescaped string cannot start a new line.
 
     Filters mark what they escaped (:class:`Escaped`); anything else a template writes (numbers,
     constants, a value a template forgot to escape) is refused if it holds a control character.
-    An HTML template (autoescaped) escapes every value itself, and a line break there is only
-    white space.
     """
-    if eval_ctx.autoescape or isinstance(value, Escaped) or not isinstance(value, str):
+    if isinstance(value, Escaped) or not isinstance(value, str):
         return value
     bad = _CONTROL.search(value)
     if bad:

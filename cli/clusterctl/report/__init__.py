@@ -11,12 +11,21 @@ Every command that judges something (``validate``, ``verify``, ``fabric check``,
   (`clusterctl.render.tree.render_template`), never from Python strings.
 """
 
-from clusterctl.report.document import SCHEMA_VERSION, command_name, document, unreadable
+from clusterctl.report.document import (
+    SCHEMA_VERSION,
+    STOPPED_INPUT,
+    STOPPED_SPEC,
+    command_name,
+    document,
+    unreadable,
+)
 from clusterctl.report.terminal import LEVEL_STYLE, print_excerpt, show_findings, summarize
 
 __all__ = [
     "LEVEL_STYLE",
     "SCHEMA_VERSION",
+    "STOPPED_INPUT",
+    "STOPPED_SPEC",
     "command_name",
     "document",
     "print_excerpt",

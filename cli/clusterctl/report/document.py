@@ -10,7 +10,9 @@
 
 and each command adds its own keys beside it (``verify``: the per-node summaries, thresholds and
 test plan; ``fabric check``: the leaves as cabled; ``check-output``: the kind, file and marks),
-which the schema lists per command. ``ok`` is the command's verdict: exit 0.
+which the schema lists per command. ``ok`` is the command's verdict: exit 0. A command that
+stopped before its own work (an invalid spec, an unreadable input) says so in ``stopped`` and
+has only the envelope (and what it knew: check-output's kind and file).
 """
 
 from __future__ import annotations
@@ -24,17 +26,24 @@ from clusterctl.spec.findings import Finding, Level, count_levels
 
 # Raised when a key of the envelope changes meaning or goes; adding a key keeps it.
 SCHEMA_VERSION = 1
-ENVELOPE = ("schema_version", "command", "ok", "counts", "findings")
+ENVELOPE = ("schema_version", "command", "ok", "counts", "findings", "stopped")
+# Why a command stopped before its own work: its own keys are then absent.
+STOPPED_SPEC = "spec"  # the spec is invalid (the findings say where)
+STOPPED_INPUT = "input"  # an input (a saved tool output, a fabric dump) could not be read
 UNREADABLE = "INPUT-unreadable"
 
 
-def document(command: str, findings: Sequence[Finding], *, ok: bool, **details: Any) -> dict[str, Any]:
+def document(
+    command: str, findings: Sequence[Finding], *, ok: bool, stopped: str | None = None, **details: Any
+) -> dict[str, Any]:
     """The JSON document of one command's run.
 
     Args:
         command: The command as typed after ``clusterctl`` (``fabric check``).
         findings: Everything it found, in the order it reports them.
         ok: Its verdict (the exit status is 0 exactly when this is true).
+        stopped: Why it stopped before its own work (`STOPPED_SPEC`, `STOPPED_INPUT`); None
+            for a full run, whose document has every key of its command.
         **details: The command's own keys (never one of the envelope's).
 
     Raises:
@@ -43,14 +52,16 @@ def document(command: str, findings: Sequence[Finding], *, ok: bool, **details: 
     clash = sorted(set(details) & set(ENVELOPE))
     if clash:
         raise ValueError(f"{', '.join(clash)} belong to the report envelope, not to a command's details.")
-    return {
+    envelope: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "command": command,
         "ok": ok,
         "counts": count_levels(list(findings)),
         "findings": [f.to_dict() for f in findings],
-        **details,
     }
+    if stopped is not None:
+        envelope["stopped"] = stopped
+    return {**envelope, **details}
 
 
 def command_name(ctx: click.Context | None = None) -> str:

@@ -192,10 +192,12 @@ class NodeCheck(Check):
     tool: ClassVar[str]
     # A missing program fails the check: every tool a node check runs is part of the stack.
     install_hint: ClassVar[str] = ""
+    # Whether the check is about every node, not only the GPU nodes.
+    every_node: ClassVar[bool] = False
 
     def nodes(self, ctx: VerifyContext) -> list[PlanNode]:
-        """The nodes this check is about: GPU nodes that exist (burst nodes do not, yet)."""
-        return [n for n in ctx.plan.nodes if n.gpus and not n.burst]
+        """The nodes this check is about: the GPU nodes (or all, `every_node`) that exist (burst nodes do not, yet)."""
+        return [n for n in ctx.plan.nodes if (n.gpus or self.every_node) and not n.burst]
 
     def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
         """Why the check does not apply to ``node``; None when it does."""

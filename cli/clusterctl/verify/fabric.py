@@ -7,6 +7,7 @@ The judges are pure (no plan, no pydantic) so the GPU-machine script in ``tests/
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
 from typing import TYPE_CHECKING
 
 from clusterctl.run.jobs import UNREACHABLE_RC
@@ -17,7 +18,7 @@ from clusterctl.verify.parsers.ibstat import IbStat, parse_ibstat
 from clusterctl.verify.parsers.nvidia_smi_topo import NEAR, NvidiaSmiTopo, nics_near_gpus, parse_nvidia_smi_topo
 from clusterctl.verify.parsers.rdma_rails import parse_node_rails
 from clusterctl.verify.rails import RAILS_COMMAND, RAILS_PATH, RailDevices, rail_devices
-from clusterctl.verify.result import ParseError, Verdict, check_finding, failed, sentence, with_figures
+from clusterctl.verify.result import ParseError, Verdict, failed, passed, sentence, skipped, with_figures
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
@@ -41,13 +42,7 @@ def judge_topo(topo: NvidiaSmiTopo, expected_rails: list[str], *, target: str = 
     """
     figures: dict[str, float | int | str] = {"gpus": len(topo.gpus), "nics": len(topo.nics)}
     if not expected_rails:
-        return check_finding(
-            check="topo.gpu_nic",
-            target=target,
-            verdict=Verdict.SKIPPED,
-            figures=figures,
-            message="No rails were given, so GPU-NIC locality was not checked.",
-        )
+        return skipped("topo.gpu_nic", target, "No rails were given, so GPU-NIC locality was not checked.", "", figures)
     figures["rails"] = len(expected_rails)
     problems: list[str] = []
     for index, rail in enumerate(expected_rails):
@@ -67,20 +62,18 @@ def judge_topo(topo: NvidiaSmiTopo, expected_rails: list[str], *, target: str = 
     if problems:
         near = nics_near_gpus(topo)
         pairing = ", ".join(f"{gpu}: {'/'.join(nics) or 'none'}" for gpu, nics in near.items())
-        return check_finding(
-            check="topo.gpu_nic",
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=sentence(problems)[:-1] + f" (needs {' or '.join(NEAR)}).",
-            hint=f"The NICs at PIX/PXB of each GPU are {pairing}; fix the rail order in the spec or the NIC slots.",
+        return failed(
+            "topo.gpu_nic",
+            target,
+            sentence(problems)[:-1] + f" (needs {' or '.join(NEAR)}).",
+            f"The NICs at PIX/PXB of each GPU are {pairing}; fix the rail order in the spec or the NIC slots.",
+            **figures,
         )
-    return check_finding(
-        check="topo.gpu_nic",
-        target=target,
-        verdict=Verdict.PASS,
-        figures=figures,
-        message=f"Each of {len(expected_rails)} GPUs reaches its rail NIC at {' or '.join(NEAR)}.",
+    return passed(
+        "topo.gpu_nic",
+        target,
+        f"Each of {len(expected_rails)} GPUs reaches its rail NIC at {' or '.join(NEAR)}.",
+        figures,
     )
 
 
@@ -137,30 +130,17 @@ def judge_ibstat(
                 hints.append("a lower rate points at a cable, transceiver or port speed setting; check with mlxlink")
     figures.update(cas=len(names), ports=ports, ports_active=active)
     if problems:
-        return check_finding(
-            check="ib.ports",
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=sentence(problems),
-            hint=sentence(list(dict.fromkeys(hints))) if hints else "Check the rail names in the spec.",
+        return failed(
+            "ib.ports",
+            target,
+            sentence(problems),
+            sentence(list(dict.fromkeys(hints))) if hints else "Check the rail names in the spec.",
+            **figures,
         )
     if ports == 0:
-        return check_finding(
-            check="ib.ports",
-            target=target,
-            verdict=Verdict.SKIPPED,
-            figures=figures,
-            message="No InfiniBand port to check.",
-        )
-    return check_finding(
-        check="ib.ports",
-        target=target,
-        verdict=Verdict.PASS,
-        figures=figures,
-        message=f"All {ports} ports are Active, LinkUp"
-        + (f" at {expected_rate_gbps:g} Gb/s." if expected_rate_gbps is not None else "."),
-    )
+        return skipped("ib.ports", target, "No InfiniBand port to check.", "", figures)
+    rate = f" at {expected_rate_gbps:g} Gb/s" if expected_rate_gbps is not None else ""
+    return passed("ib.ports", target, f"All {ports} ports are Active, LinkUp{rate}.", figures)
 
 
 # --- the checks -----------------------------------------------------------------------------
@@ -173,6 +153,23 @@ class RailCheck(NodeCheck):
     name, which depends on the image (`clusterctl.verify.rails`). Before the check's command
     runs, each node's rails file is read once (shared by every rail check of the run).
     """
+
+    def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
+        """Skipped on emulated GPUs and on nodes without rails in the spec."""
+        if node.emulated:
+            return EMULATED
+        return None if node.rails else "skipped: no rails in the spec"
+
+    @abstractmethod
+    def judge_rails(self, ctx: VerifyContext, node: PlanNode, output: str, devices: list[str]) -> Finding:
+        """The verdict on the command's stdout, given the node's device of each rail in rail order."""
+
+    def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> Finding:
+        """`judge_rails` by the node's own devices, which the result names when it failed."""
+        devices = self.rail_devices(ctx, node)
+        if isinstance(devices, Finding):
+            return devices
+        return self.by_device(node, devices, self.judge_rails(ctx, node, output, list(devices.devices)))
 
     def prepare(self, ctx: VerifyContext, nodes: list[PlanNode]) -> None:
         """Read the rails file of the nodes whose answer is not in ``ctx.node_rails`` yet."""
@@ -226,23 +223,13 @@ class TopoCheck(RailCheck):
     tool = "nvidia-smi"
     install_hint = GpuInventoryCheck.install_hint
 
-    def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
-        """Skipped on emulated GPUs and on nodes without rails in the spec."""
-        if node.emulated:
-            return EMULATED
-        return None if node.rails else "skipped: no rails in the spec"
-
     def command(self, ctx: VerifyContext, node: PlanNode) -> str:
         """``nvidia-smi topo -m``."""
         return "nvidia-smi topo -m"
 
-    def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> Finding:
+    def judge_rails(self, ctx: VerifyContext, node: PlanNode, output: str, devices: list[str]) -> Finding:
         """Each GPU reaches its rail NIC (the node's device for the rail) at PIX or PXB."""
-        devices = self.rail_devices(ctx, node)
-        if isinstance(devices, Finding):
-            return devices
-        result = judge_topo(parse_nvidia_smi_topo(output), list(devices.devices), target=node.hostname)
-        return self.by_device(node, devices, result)
+        return judge_topo(parse_nvidia_smi_topo(output), devices, target=node.hostname)
 
 
 class IbCheck(RailCheck):
@@ -255,25 +242,19 @@ class IbCheck(RailCheck):
     install_hint = "Install infiniband-diags (and the OFED/MOFED driver stack)."
 
     def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
-        """Skipped on emulated GPUs, on non-InfiniBand fabrics and on nodes without rails."""
-        if node.emulated:
-            return EMULATED
-        if ctx.plan.fabric.kind not in IB_FABRICS:
+        """Skipped also on fabrics without InfiniBand ports."""
+        if not node.emulated and ctx.plan.fabric.kind not in IB_FABRICS:
             return f"skipped: the fabric is {ctx.plan.fabric.kind}, which has no InfiniBand ports"
-        return None if node.rails else "skipped: no rails in the spec"
+        return super().skip_reason(ctx, node)
 
     def command(self, ctx: VerifyContext, node: PlanNode) -> str:
         """``ibstat``."""
         return "ibstat"
 
-    def judge(self, ctx: VerifyContext, node: PlanNode, output: str) -> Finding:
+    def judge_rails(self, ctx: VerifyContext, node: PlanNode, output: str, devices: list[str]) -> Finding:
         """Every rail HCA's ports Active/LinkUp at ``fabric.speed_gbps`` (or the spec's mark)."""
-        devices = self.rail_devices(ctx, node)
-        if isinstance(devices, Finding):
-            return devices
         thresholds = ctx.thresholds_for(node)
         rate: float | None = ctx.plan.fabric.speed_gbps
         if thresholds is not None and thresholds.ib_rate_gbps is not None:
             rate = thresholds.ib_rate_gbps
-        result = judge_ibstat(parse_ibstat(output), rate, list(devices.devices), target=node.hostname)
-        return self.by_device(node, devices, result)
+        return judge_ibstat(parse_ibstat(output), rate, devices, target=node.hostname)

@@ -12,7 +12,7 @@ from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import NodeCheck, VerifyContext
 from clusterctl.verify.parsers.dcgmi_diag import DcgmDiag, DcgmTest, DiagStatus, parse_dcgmi_diag
 from clusterctl.verify.parsers.gpu_query import QUERY_COMMAND, GpuQuery, name_matches_model, parse_gpu_query
-from clusterctl.verify.result import Verdict, check_finding, sentence
+from clusterctl.verify.result import failed, passed, sentence, skipped
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
@@ -62,14 +62,8 @@ def judge_gpu_inventory(
         problems.append(f"driver {', '.join(drivers)} is loaded, the pin is {driver_pin}")
         hints.append("rerun clusterctl up to install the pinned driver, then reboot the node")
     if problems:
-        return check_finding("gpu.inventory", target, Verdict.FAIL, figures, sentence(problems), sentence(hints))
-    return check_finding(
-        "gpu.inventory",
-        target,
-        Verdict.PASS,
-        figures,
-        f"{len(query.gpus)} x {query.names[0]} with driver {driver_pin}.",
-    )
+        return failed("gpu.inventory", target, sentence(problems), sentence(hints), **figures)
+    return passed("gpu.inventory", target, f"{len(query.gpus)} x {query.names[0]} with driver {driver_pin}.", figures)
 
 
 def _scope(test: DcgmTest, status: DiagStatus) -> str:
@@ -93,16 +87,16 @@ def judge_dcgm(diag: DcgmDiag, *, min_level: int | None = None, target: str = ""
         failure comes from ``cuInit`` ("system not yet initialized"). Skipped when every
         test skipped. Warnings do not fail the check (dcgmi itself exits 0 on them).
     """
-    failed = diag.with_status(DiagStatus.FAIL)
-    skipped = diag.with_status(DiagStatus.SKIP)
+    failing = diag.with_status(DiagStatus.FAIL)
+    skips = diag.with_status(DiagStatus.SKIP)
     warned = diag.with_status(DiagStatus.WARN)
     figures: dict[str, float | int | str] = {
         "level": diag.level if diag.level is not None else "unknown",
         "tests": len(diag.tests),
         "tests_passed": len(diag.with_status(DiagStatus.PASS)),
-        "tests_failed": len(failed),
+        "tests_failed": len(failing),
         "tests_warned": len(warned),
-        "tests_skipped": len(skipped),
+        "tests_skipped": len(skips),
     }
     if diag.dcgm_version:
         figures["dcgm_version"] = diag.dcgm_version
@@ -110,31 +104,30 @@ def judge_dcgm(diag: DcgmDiag, *, min_level: int | None = None, target: str = ""
         figures["driver_version"] = diag.driver_version
     if diag.gpu_device_ids:
         figures["gpus"] = len(diag.gpu_device_ids)
-    if failed:
-        figures["failed_tests"] = ", ".join(t.name for t in failed)
-    if skipped:
-        figures["skipped_tests"] = ", ".join(t.name for t in skipped)
+    if failing:
+        figures["failed_tests"] = ", ".join(t.name for t in failing)
+    if skips:
+        figures["skipped_tests"] = ", ".join(t.name for t in skips)
 
     if diag.error is not None:
         fm = any(sign in diag.error.lower() for sign in _FABRIC_MANAGER_SIGNS)
-        return check_finding(
-            check="dcgm.diag",
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=f"dcgmi diag did not complete: {diag.error}",
-            hint=FABRIC_MANAGER_HINT if fm else "Check that nv-hostengine runs (the nvidia-dcgm service).",
+        return failed(
+            "dcgm.diag",
+            target,
+            f"dcgmi diag did not complete: {diag.error}",
+            FABRIC_MANAGER_HINT if fm else "Check that nv-hostengine runs (the nvidia-dcgm service).",
+            **figures,
         )
 
     problems: list[str] = []
     hint = ""
-    if failed:
-        parts = [f"{t.name} ({_scope(t, DiagStatus.FAIL)})" for t in failed]
-        problems.append(f"{len(failed)} of {len(diag.tests)} tests failed: {', '.join(parts)}")
-        first = next((m for t in failed for m in t.messages if m.kind in ("Warning", "Error")), None)
+    if failing:
+        parts = [f"{t.name} ({_scope(t, DiagStatus.FAIL)})" for t in failing]
+        problems.append(f"{len(failing)} of {len(diag.tests)} tests failed: {', '.join(parts)}")
+        first = next((m for t in failing for m in t.messages if m.kind in ("Warning", "Error")), None)
         if first is not None:
             problems.append(f"first warning: {first.text}")
-        texts = [t.name.lower() + " " + " ".join(m.text.lower() for m in t.messages) for t in failed]
+        texts = [t.name.lower() + " " + " ".join(m.text.lower() for m in t.messages) for t in failing]
         if any(sign in text for text in texts for sign in _FABRIC_MANAGER_SIGNS):
             hint = FABRIC_MANAGER_HINT
         else:
@@ -144,36 +137,22 @@ def judge_dcgm(diag: DcgmDiag, *, min_level: int | None = None, target: str = ""
         hint = hint or f"Rerun with dcgmi diag -r {min_level}."
 
     if problems:
-        return check_finding(
-            check="dcgm.diag",
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=sentence(problems),
-            hint=hint,
-        )
-    if diag.tests and len(skipped) == len(diag.tests):
-        return check_finding(
-            check="dcgm.diag",
-            target=target,
-            verdict=Verdict.SKIPPED,
-            figures=figures,
-            message=f"All {len(diag.tests)} tests were skipped.",
-            hint="Run dcgmi diag as root on a node whose GPUs are not in use.",
+        return failed("dcgm.diag", target, sentence(problems), hint, **figures)
+    if diag.tests and len(skips) == len(diag.tests):
+        return skipped(
+            "dcgm.diag",
+            target,
+            f"All {len(diag.tests)} tests were skipped.",
+            "Run dcgmi diag as root on a node whose GPUs are not in use.",
+            figures,
         )
     extra = ""
-    if skipped:
-        extra += f"; {len(skipped)} skipped ({', '.join(t.name for t in skipped)})"
+    if skips:
+        extra += f"; {len(skips)} skipped ({', '.join(t.name for t in skips)})"
     if warned:
         extra += f"; {len(warned)} warned ({', '.join(t.name for t in warned)})"
-    passed = len(diag.tests) - len(skipped) - len(warned)
-    return check_finding(
-        check="dcgm.diag",
-        target=target,
-        verdict=Verdict.PASS,
-        figures=figures,
-        message=f"{passed} of {len(diag.tests)} tests passed{extra}.",
-    )
+    ok = len(diag.tests) - len(skips) - len(warned)
+    return passed("dcgm.diag", target, f"{ok} of {len(diag.tests)} tests passed{extra}.", figures)
 
 
 def dcgm_command(level: int, thresholds: AcceptanceThresholds | None) -> str:

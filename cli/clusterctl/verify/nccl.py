@@ -16,9 +16,9 @@ from clusterctl.verify.parsers.nccl_tests import NcclTestsResult, parse_nccl_tes
 from clusterctl.verify.result import (
     ParseError,
     Verdict,
-    check_finding,
     failed,
     hosts_of,
+    passed,
     sentence,
     skipped,
     with_run,
@@ -83,17 +83,9 @@ def judge_nccl(
     if not large:
         largest = result.largest_row.size_bytes
         figures["largest_size_bytes"] = largest
-        return check_finding(
-            check=check,
-            target=target,
-            verdict=Verdict.SKIPPED,
-            figures=figures,
-            message=(
-                f"The largest message ({_size(largest)}) is below the {_size(min_size_bytes)} needed "
-                "to judge bus bandwidth."
-            ),
-            hint=f"Rerun with a larger -e (8G is usual) to measure messages of {_size(min_size_bytes)} and more.",
-        )
+        small = f"The largest message ({_size(largest)}) is below the {_size(min_size_bytes)} needed to judge"
+        larger = f"Rerun with a larger -e (8G is usual) to measure messages of {_size(min_size_bytes)} and more."
+        return skipped(check, target, f"{small} bus bandwidth.", larger, figures)
 
     if basis == "largest_size":
         row = max(reversed(large), key=lambda r: r.size_bytes)
@@ -126,29 +118,17 @@ def judge_nccl(
             hints.append("check NVLink state (nvidia-smi nvlink -s), that nvidia-fabricmanager runs, and dcgmi diag")
 
     if problems:
-        return check_finding(
-            check=check,
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=sentence(problems),
-            hint=sentence(hints),
-        )
+        return failed(check, target, sentence(problems), sentence(hints), **figures)
     if min_busbw_gbps is None:
-        return check_finding(
-            check=check,
-            target=target,
-            verdict=Verdict.SKIPPED,
-            figures=figures,
-            message=f"The {collective} busbw is {busbw:g} GB/s at {at}; there is no mark to judge it.",
-            hint="Set a busbw threshold for this node type in the spec.",
+        return skipped(
+            check,
+            target,
+            f"The {collective} busbw is {busbw:g} GB/s at {at}; there is no mark to judge it.",
+            "Set a busbw threshold for this node type in the spec.",
+            figures,
         )
-    return check_finding(
-        check=check,
-        target=target,
-        verdict=Verdict.PASS,
-        figures=figures,
-        message=f"The {collective} busbw {busbw:g} GB/s at {at} meets the {min_busbw_gbps:g} GB/s mark.",
+    return passed(
+        check, target, f"The {collective} busbw {busbw:g} GB/s at {at} meets the {min_busbw_gbps:g} GB/s mark.", figures
     )
 
 

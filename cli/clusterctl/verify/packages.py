@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from clusterctl.image.drift import DPKG_QUERY, PackageListError, compare_packages, parse_packages
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import NodeCheck, VerifyContext
-from clusterctl.verify.result import ParseError, Verdict, check_finding, failed
+from clusterctl.verify.result import ParseError, failed, passed
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
@@ -27,11 +27,8 @@ class PackagesCheck(NodeCheck):
     title = "packages against clusterctl.lock"
     result_name = "packages.lock"
     tool = "dpkg-query"
+    every_node = True
     install_hint = "The node is not a Debian or Ubuntu machine; the lock records dpkg's packages."
-
-    def nodes(self, ctx: VerifyContext) -> list[PlanNode]:
-        """Every node that exists."""
-        return [n for n in ctx.plan.nodes if not n.burst]
 
     def run(self, ctx: VerifyContext) -> list[Finding]:
         """Nothing without a lock (a cluster without baked images verifies as it always did)."""
@@ -74,10 +71,9 @@ class PackagesCheck(NodeCheck):
                 "node anew from the locked image.",
                 **figures,
             )
-        return check_finding(
+        return passed(
             self.result_name,
             node.hostname,
-            Verdict.PASS,
-            figures,
             f"Every package of the {node.hardware} image ({len(image.packages)}) is at its locked version{extra}.",
+            figures,
         )

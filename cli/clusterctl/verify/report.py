@@ -20,7 +20,7 @@ from rich.text import Text
 
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.render.builddir import write_run_file
-from clusterctl.render.tree import render_template
+from clusterctl.render.environment import render_template
 from clusterctl.report import document
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.checks import CHECK_NAMES

@@ -72,9 +72,11 @@ def failed(check: str, target: str, message: str, hint: str = "", **figures: flo
     return check_finding(check, target, Verdict.FAIL, figures, message, hint)
 
 
-def skipped(check: str, target: str, reason: str, hint: str = "") -> Finding:
-    """A skipped result whose message is the reason (``skipped: emulated GPUs``)."""
-    return check_finding(check, target, Verdict.SKIPPED, {}, reason, hint)
+def skipped(
+    check: str, target: str, reason: str, hint: str = "", figures: Mapping[str, float | int | str] | None = None
+) -> Finding:
+    """A skipped result whose message is the reason (``skipped: emulated GPUs``, or why it cannot judge)."""
+    return check_finding(check, target, Verdict.SKIPPED, figures or {}, reason, hint)
 
 
 def figures_of(finding: Finding) -> Figures:

@@ -24,7 +24,7 @@ from clusterctl.verify.parsers.scontrol import (
     parse_scontrol_nodes,
     parse_scontrol_partitions,
 )
-from clusterctl.verify.result import ParseError, Verdict, check_finding, failed, sentence, with_run
+from clusterctl.verify.result import ParseError, failed, passed, sentence, with_run
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
@@ -83,10 +83,10 @@ def judge_slurm_node(node: PlanNode, slurm: SlurmNode | None) -> Finding:
     elif slurm.gres_count("gpu"):
         problems.append(f"it has {slurm.gres_count('gpu')} GPUs in Slurm, the plan has none")
     if problems:
-        return check_finding("slurm.node", host, Verdict.FAIL, figures, sentence(problems), hint)
+        return failed("slurm.node", host, sentence(problems), hint, **figures)
     use = "idle" if slurm.state == "IDLE" else f"in use ({slurm.state})"
     gres = f" with {figures['gres']}" if node.gpus else ""
-    return check_finding("slurm.node", host, Verdict.PASS, figures, f"{host} is {use}{gres}.")
+    return passed("slurm.node", host, f"{host} is {use}{gres}.", figures)
 
 
 class SlurmCheck(Check):
@@ -158,21 +158,19 @@ class SlurmCheck(Check):
                         parts.append(f"missing {compress(missing)}")
                     if extra:
                         parts.append(f"unplanned {compress(extra)}")
-                    result = check_finding(
+                    result = failed(
                         "slurm.partition",
                         part.name,
-                        Verdict.FAIL,
-                        figures,
                         f"Partition {part.name} differs from the plan: {', '.join(parts)}.",
                         "Re-render and redeploy slurm.conf (clusterctl up), then scontrol reconfigure.",
+                        **figures,
                     )
                 else:
-                    result = check_finding(
+                    result = passed(
                         "slurm.partition",
                         part.name,
-                        Verdict.PASS,
-                        figures,
                         f"Partition {part.name} is UP with {have.nodes or 'no nodes'}.",
+                        figures,
                     )
             outcomes.append(with_run(result, self.name, expand(part.hosts) if part.hosts else ()))
         return outcomes
@@ -189,12 +187,11 @@ def judge_slurmd(host: str, rc: int, out: str, err: str) -> Finding:
         return problem
     state = last_line(out) or last_line(err) or "unknown"
     if rc == 0 and state == "active":
-        return check_finding("slurm.slurmd", host, Verdict.PASS, {"slurmd": state}, "slurmd is running.")
-    return check_finding(
+        return passed("slurm.slurmd", host, "slurmd is running.", {"slurmd": state})
+    return failed(
         "slurm.slurmd",
         host,
-        Verdict.FAIL,
-        {"slurmd": state},
         f"slurmd is not running (systemctl: {state}).",
         f"systemctl status slurmd and journalctl -u slurmd on {host}; start it with systemctl start slurmd.",
+        **{"slurmd": state},
     )

@@ -14,16 +14,7 @@ from clusterctl.run.jobs import NOT_FOUND_RC
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import Check, VerifyContext, VerifyOptions, node_result, parse_failure, transport_problem
 from clusterctl.verify.parsers.fio import FioJob, FioResult, parse_fio_json
-from clusterctl.verify.result import (
-    ParseError,
-    Verdict,
-    check_finding,
-    failed,
-    sentence,
-    skipped,
-    with_figures,
-    with_run,
-)
+from clusterctl.verify.result import ParseError, failed, passed, sentence, skipped, with_figures, with_run
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import Plan, StoragePlan
@@ -69,20 +60,19 @@ def judge_fio(
         if measured < mark:
             problems.append(f"{direction} {_mib_s(measured)} is below the {_mib_s(mark)} mark")
     if problems:
-        return check_finding(
-            check="storage.fio",
-            target=target,
-            verdict=Verdict.FAIL,
-            figures=figures,
-            message=sentence(problems),
-            hint="Check the mount (mount options, client tuning) and the storage servers' health.",
+        return failed(
+            "storage.fio",
+            target,
+            sentence(problems),
+            "Check the mount (mount options, client tuning) and the storage servers' health.",
+            **figures,
         )
     measured_text = f"read {_mib_s(fio.read_bw_bytes)}, write {_mib_s(fio.write_bw_bytes)}"
     if read_bw_bytes is None and write_bw_bytes is None:
         message = f"No job errors ({measured_text}); no bandwidth mark was given."
     else:
         message = f"No job errors and bandwidth meets the marks ({measured_text})."
-    return check_finding(check="storage.fio", target=target, verdict=Verdict.PASS, figures=figures, message=message)
+    return passed("storage.fio", target, message, figures)
 
 
 def fio_command(mount: str, host: str, options: VerifyOptions) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import CONTAINER, NodeCheck, VerifyContext
 from clusterctl.verify.parsers.chronyc import TRACKING_COMMAND, parse_chronyc_tracking
-from clusterctl.verify.result import Verdict, check_finding, failed
+from clusterctl.verify.result import failed, passed
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
@@ -22,10 +22,7 @@ class TimeSyncCheck(NodeCheck):
     title = "time sync"
     result_name = "time.sync"
     tool = "chronyc"
-
-    def nodes(self, ctx: VerifyContext) -> list[PlanNode]:
-        """Every node that exists."""
-        return [n for n in ctx.plan.nodes if not n.burst]
+    every_node = True
 
     def skip_reason(self, ctx: VerifyContext, node: PlanNode) -> str | None:
         """Containers share the host's clock and cannot set it (no CAP_SYS_TIME)."""
@@ -53,12 +50,8 @@ def judge_time(output: str, max_offset_s: float, *, target: str = "") -> Finding
     if text.startswith("NTPSynchronized="):
         value = text.split("=", 1)[1].strip()
         if value == "yes":
-            return check_finding(
-                "time.sync",
-                target,
-                Verdict.PASS,
-                {"source": "timedatectl"},
-                "systemd-timesyncd reports the clock synchronised.",
+            return passed(
+                "time.sync", target, "systemd-timesyncd reports the clock synchronised.", {"source": "timedatectl"}
             )
         return failed(
             "time.sync",
@@ -76,27 +69,24 @@ def judge_time(output: str, max_offset_s: float, *, target: str = "") -> Finding
         "max_offset_s": max_offset_s,
     }
     if not tracking.synchronised:
-        return check_finding(
+        return failed(
             "time.sync",
             target,
-            Verdict.FAIL,
-            figures,
             f"chronyd is not synchronised (leap status {tracking.leap_status}, reference {tracking.reference}).",
             "Check that the NTP sources answer: chronyc sources -v.",
+            **figures,
         )
     if abs(tracking.offset_s) > max_offset_s:
-        return check_finding(
+        return failed(
             "time.sync",
             target,
-            Verdict.FAIL,
-            figures,
             f"The clock is {abs(tracking.offset_s):.3f} s off NTP time, more than {max_offset_s:g} s.",
             "chronyd is still slewing or its sources are far; check chronyc sources -v.",
+            **figures,
         )
-    return check_finding(
+    return passed(
         "time.sync",
         target,
-        Verdict.PASS,
-        figures,
         f"Synchronised to {tracking.reference}, {abs(tracking.offset_s) * 1e3:.3f} ms off.",
+        figures,
     )

@@ -26,15 +26,7 @@ from clusterctl.hostlist import compress
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import EMULATED, Check, VerifyContext, last_line, transport_problem
 from clusterctl.verify.parsers.nccl_debug import NcclDebugLog, NcclLine, NcclProcess, network_family, parse_nccl_debug
-from clusterctl.verify.result import (
-    ParseError,
-    Verdict,
-    check_finding,
-    failed,
-    skipped,
-    with_figures,
-    with_run,
-)
+from clusterctl.verify.result import ParseError, Verdict, failed, passed, skipped, with_figures, with_run
 from clusterctl.verify.testplan import NcclRun, eligible_nodes, fabric_groups, partition_of, srun_command
 
 CHECK = "nccl.transport"
@@ -206,13 +198,12 @@ def judge_transport(
             else "the log does not say which network it would use between nodes"
         )
         return TransportJudgement(
-            check_finding(
+            skipped(
                 CHECK,
                 target,
-                Verdict.SKIPPED,
-                figures,
                 f"Intra-node only: {how} and used no network ({later}).",
                 "Run NCCL across two nodes to check the fabric's transport.",
+                figures,
             )
         )
 
@@ -248,20 +239,17 @@ def judge_transport(
         if missing and not problems:
             hint = "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; check that NCCL started on those nodes."
         return TransportJudgement(
-            check_finding(
-                CHECK, target, Verdict.FAIL, figures, "; ".join(parts) + ".", hint[:1].upper() + hint[1:] + "."
-            ),
+            failed(CHECK, target, "; ".join(parts) + ".", hint[:1].upper() + hint[1:] + ".", **figures),
             failing_hosts=tuple(h for h in failing + tuple(missing) if h),
         )
     if not seen_ok:
         return TransportJudgement(
-            check_finding(
+            skipped(
                 CHECK,
                 target,
-                Verdict.SKIPPED,
-                figures,
                 "No line of the log says which network NCCL used.",
                 "Run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (the 'Using network' and channel lines).",
+                figures,
             )
         )
     without = [h for h in dict.fromkeys(host_of(p) for p in log.processes) if h and h not in seen_ok]
@@ -269,9 +257,7 @@ def judge_transport(
     names = ", ".join(name for name, _ in networks.most_common())
     hosts_text = f"{len(seen_ok)} {'host' if len(seen_ok) == 1 else 'hosts'}"
     what = f"{expected.label}, as {fabric} needs" if fabric in FABRIC_TRANSPORTS else "no socket fallback"
-    return TransportJudgement(
-        check_finding(CHECK, target, Verdict.PASS, figures, f"NCCL used {names} on {hosts_text} ({what}){note}.")
-    )
+    return TransportJudgement(passed(CHECK, target, f"NCCL used {names} on {hosts_text} ({what}){note}.", figures))
 
 
 # --- the check ------------------------------------------------------------------------------

@@ -17,12 +17,13 @@ from fabric_testkit import Cable, write_ibnetdiscover
 from tests.conftest import EXAMPLES
 from tests.specs import example_data, group, write_spec
 
-from clusterctl.fabric.compare import CablingFinding, CablingReport, compare_fabric, leaf_groups
+from clusterctl.fabric.compare import CablingReport, compare_fabric, leaf_groups
 from clusterctl.fabric.discovered_topology import derive_topology
 from clusterctl.fabric.expected import ExpectedFabric, expected_fabric
 from clusterctl.fabric.model import normalize_guid
 from clusterctl.fabric.parsers import parse_fabric, parse_ibnetdiscover
 from clusterctl.pipeline import load_and_validate
+from clusterctl.spec.findings import Finding
 
 RAILS = example_data()["hardware"]["dgx-h100"]["rails"]
 NODES, SU_SIZE, SPINES, UPLINKS_PER_SPINE = 64, 32, 8, 4
@@ -106,7 +107,7 @@ def check(fab: RailFabric, expected: ExpectedFabric) -> CablingReport:
     return compare_fabric(parse_ibnetdiscover(fab.text()), expected)
 
 
-def only_error(report: CablingReport) -> CablingFinding:
+def only_error(report: CablingReport) -> Finding:
     errors = report.errors()
     assert len(errors) == 1, [f.to_dict() for f in errors]
     return errors[0]
@@ -157,19 +158,19 @@ def test_rail_cable_moved_to_another_leaf(two_su: ExpectedFabric) -> None:
     report = check(fab, two_su)
     finding = only_error(report)
     assert finding.code == "FAB-C001"
-    assert finding.kind == "miscabled-rail"
-    assert (finding.host, finding.hca) == ("gpu005", "mlx5_3")
-    assert (finding.switch, finding.switch_guid, finding.port) == (
+    assert finding.rule == "miscabled-rail"
+    assert (finding.data["host"], finding.data["hca"]) == ("gpu005", "mlx5_3")
+    assert (finding.data["switch"], finding.data["switch_guid"], finding.data["port"]) == (
         "ib-l05",
         normalize_guid(wrong_leaf),
         65,
     )
     right_leaf = normalize_guid(fab.leaf[(1, 1)])
-    assert finding.expected == f"switch ib-l03 ({right_leaf}), the leaf of rail 1 of su1 (su1-leaf2)"
-    assert finding.found == (
+    assert finding.data["expected"] == f"switch ib-l03 ({right_leaf}), the leaf of rail 1 of su1 (su1-leaf2)"
+    assert finding.data["found"] == (
         f"switch ib-l05 ({normalize_guid(wrong_leaf)}) port 65, the leaf of rail 2 of su1 (su1-leaf3)"
     )
-    assert finding.where == f"gpu005 mlx5_3 -> ib-l05 ({normalize_guid(wrong_leaf)}) port 65"
+    assert finding.cable == f"gpu005 mlx5_3 -> ib-l05 ({normalize_guid(wrong_leaf)}) port 65"
     assert report.warnings() == []
     # The rail leaf it left is one host link short; its uplinks are as designed.
     leaf = next(r for r in report.leaves if r.guid == right_leaf)
@@ -182,11 +183,11 @@ def test_two_rail_cables_swapped(two_su: ExpectedFabric) -> None:
     fab.replace_cable(a, replace(a, b=b.b))
     fab.replace_cable(b, replace(b, b=a.b))
     errors = check(fab, two_su).errors()
-    assert [(f.code, f.host, f.hca, f.port) for f in errors] == [
+    assert [(f.code, f.data["host"], f.data["hca"], f.data["port"]) for f in errors] == [
         ("FAB-C001", "gpu040", "mlx5_0", 8),
         ("FAB-C001", "gpu040", "mlx5_11", 8),
     ]
-    assert "rail 7 of su2 (su2-leaf8)" in errors[0].found
+    assert "rail 7 of su2 (su2-leaf8)" in errors[0].data["found"]
 
 
 def test_leaf_uplink_removed(two_su: ExpectedFabric) -> None:
@@ -197,12 +198,16 @@ def test_leaf_uplink_removed(two_su: ExpectedFabric) -> None:
     report = check(fab, two_su)
     finding = only_error(report)
     assert finding.code == "FAB-C005"
-    assert finding.kind == "missing-uplinks"
-    assert (finding.switch, finding.switch_guid, finding.port) == ("ib-l12", normalize_guid(leaf), uplink.a_port)
-    assert (finding.peer, finding.peer_guid) == ("ib-s04", normalize_guid(spine))
-    assert finding.host is None
-    assert finding.expected == "32 uplinks (1:1)"
-    assert finding.found == (
+    assert finding.rule == "missing-uplinks"
+    assert (finding.data["switch"], finding.data["switch_guid"], finding.data["port"]) == (
+        "ib-l12",
+        normalize_guid(leaf),
+        uplink.a_port,
+    )
+    assert (finding.data["peer"], finding.data["peer_guid"]) == ("ib-s04", normalize_guid(spine))
+    assert finding.data["host"] is None
+    assert finding.data["expected"] == "32 uplinks (1:1)"
+    assert finding.data["found"] == (
         "31 uplinks for 32 host links: 1.03:1 (1 fewer to ib-s04 (3 instead of 4)); "
         f"port(s) {uplink.a_port} empty where the other leaves have uplinks"
     )
@@ -220,12 +225,15 @@ def test_link_at_half_width(two_su: ExpectedFabric) -> None:
     report = check(fab, two_su)
     finding = only_error(report)
     assert finding.code == "FAB-C007"
-    assert finding.kind == "degraded-link"
-    assert (finding.host, finding.hca) == ("gpu040", "mlx5_5")
-    assert (finding.switch_guid, finding.port) == (normalize_guid(fab.leaf[(2, 3)]), 8)  # mlx5_5 is rail 3
-    assert finding.switch == "ib-l08"
-    assert finding.expected == "4xNDR (400 Gb/s)"
-    assert finding.found == "2xNDR (200 Gb/s)"
+    assert finding.rule == "degraded-link"
+    assert (finding.data["host"], finding.data["hca"]) == ("gpu040", "mlx5_5")
+    assert (finding.data["switch_guid"], finding.data["port"]) == (
+        normalize_guid(fab.leaf[(2, 3)]),
+        8,
+    )  # mlx5_5 is rail 3
+    assert finding.data["switch"] == "ib-l08"
+    assert finding.data["expected"] == "4xNDR (400 Gb/s)"
+    assert finding.data["found"] == "2xNDR (200 Gb/s)"
     assert report.warnings() == []
 
 
@@ -235,9 +243,9 @@ def test_degraded_uplink_names_both_switch_ends(two_su: ExpectedFabric) -> None:
     fab.replace_cable(uplink, replace(uplink, rate="4xHDR"))
     finding = only_error(check(fab, two_su))
     assert finding.code == "FAB-C007"
-    assert (finding.switch, finding.port) == ("ib-l01", uplink.a_port)
-    assert (finding.peer, finding.peer_port) == ("ib-s08", uplink.b_port)
-    assert finding.found == "4xHDR (200 Gb/s)"
+    assert (finding.data["switch"], finding.data["port"]) == ("ib-l01", uplink.a_port)
+    assert (finding.data["peer"], finding.data["peer_port"]) == ("ib-s08", uplink.b_port)
+    assert finding.data["found"] == "4xHDR (200 Gb/s)"
 
 
 # --- more findings --------------------------------------------------------------------
@@ -249,10 +257,15 @@ def test_missing_node_is_one_finding(two_su: ExpectedFabric) -> None:
         fab.replace_cable(fab.host_cable("gpu064", hca), None)
         del fab.cas[fab.ca[("gpu064", hca)]]
     finding = only_error(check(fab, two_su))
-    assert (finding.code, finding.kind, finding.host, finding.hca) == ("FAB-C003", "missing-node", "gpu064", None)
-    assert finding.found == "no CA whose description names gpu064"
-    assert finding.expected.startswith("8 HCA(s) (mlx5_0, mlx5_3,")
-    assert "ib-l02 (su2-leaf1)" in finding.expected
+    assert (finding.code, finding.rule, finding.data["host"], finding.data["hca"]) == (
+        "FAB-C003",
+        "missing-node",
+        "gpu064",
+        None,
+    )
+    assert finding.data["found"] == "no CA whose description names gpu064"
+    assert finding.data["expected"].startswith("8 HCA(s) (mlx5_0, mlx5_3,")
+    assert "ib-l02 (su2-leaf1)" in finding.data["expected"]
 
 
 def test_missing_hca_names_its_leaf(two_su: ExpectedFabric) -> None:
@@ -260,10 +273,10 @@ def test_missing_hca_names_its_leaf(two_su: ExpectedFabric) -> None:
     fab.replace_cable(fab.host_cable("gpu010", "mlx5_9"), None)
     del fab.cas[fab.ca[("gpu010", "mlx5_9")]]
     finding = only_error(check(fab, two_su))
-    assert (finding.code, finding.host, finding.hca) == ("FAB-C003", "gpu010", "mlx5_9")
-    assert finding.switch_guid == normalize_guid(fab.leaf[(1, 5)])
-    assert finding.expected == "gpu010 mlx5_9 on ib-l11 (su1-leaf6)"
-    assert finding.found.startswith("gpu010 has mlx5_0, mlx5_10, mlx5_11,")
+    assert (finding.code, finding.data["host"], finding.data["hca"]) == ("FAB-C003", "gpu010", "mlx5_9")
+    assert finding.data["switch_guid"] == normalize_guid(fab.leaf[(1, 5)])
+    assert finding.data["expected"] == "gpu010 mlx5_9 on ib-l11 (su1-leaf6)"
+    assert finding.data["found"].startswith("gpu010 has mlx5_0, mlx5_10, mlx5_11,")
 
 
 def test_unknown_host_is_a_warning(two_su: ExpectedFabric) -> None:
@@ -273,14 +286,14 @@ def test_unknown_host_is_a_warning(two_su: ExpectedFabric) -> None:
     report = check(fab, two_su)
     assert report.errors() == []
     (warning,) = report.warnings()
-    assert (warning.code, warning.kind, warning.host, warning.hca, warning.port) == (
+    assert (warning.code, warning.rule, warning.data["host"], warning.data["hca"], warning.data["port"]) == (
         "FAB-C004",
         "unknown-host",
         "weka01",
         "mlx5_0",
         65,
     )
-    assert warning.expected == "no such host in the plan"
+    assert warning.data["expected"] == "no such host in the plan"
     assert report.matches()
     assert not report.matches(strict=True)
 
@@ -290,8 +303,8 @@ def test_storage_hca_of_a_planned_node_is_unknown(two_su: ExpectedFabric) -> Non
     fab.cas["0000ee0000000002"] = "gpu001 mlx5_1"  # a storage NIC, cabled into the compute fabric
     fab.cables.append(Cable(fab.leaf[(1, 0)], 65, "0000ee0000000002", 1, "4xNDR"))
     (warning,) = check(fab, two_su).warnings()
-    assert (warning.code, warning.host, warning.hca) == ("FAB-C004", "gpu001", "mlx5_1")
-    assert "mlx5_0, mlx5_3" in warning.expected
+    assert (warning.code, warning.data["host"], warning.data["hca"]) == ("FAB-C004", "gpu001", "mlx5_1")
+    assert "mlx5_0, mlx5_3" in warning.data["expected"]
 
 
 def test_extra_uplink_is_a_warning(two_su: ExpectedFabric) -> None:
@@ -300,8 +313,8 @@ def test_extra_uplink_is_a_warning(two_su: ExpectedFabric) -> None:
     report = check(fab, two_su)
     assert report.errors() == []
     (warning,) = report.warnings()
-    assert (warning.code, warning.kind, warning.switch) == ("FAB-C006", "extra-uplinks", "ib-l01")
-    assert warning.found == "33 uplinks for 32 host links: 0.97:1 (1 more to ib-s01)"
+    assert (warning.code, warning.rule, warning.data["switch"]) == ("FAB-C006", "extra-uplinks", "ib-l01")
+    assert warning.data["found"] == "33 uplinks for 32 host links: 0.97:1 (1 more to ib-s01)"
 
 
 def test_host_pattern_reads_other_descriptions(two_su: ExpectedFabric) -> None:
@@ -364,9 +377,14 @@ def test_rack_leaf_node_on_two_leaves(racks: ExpectedFabric) -> None:
     cables[index] = Cable(leaves["r02"], 33, ca, 1, "4xNDR")
     finding = only_error(compare_fabric(parse_ibnetdiscover(write_ibnetdiscover(switches, cas, cables)), racks))
     assert finding.code == "FAB-C002"
-    assert finding.kind == "node-on-two-leaves"
-    assert (finding.host, finding.hca, finding.switch, finding.port) == ("gpu002", "mlx5_7", "rack2-leaf", 33)
-    assert finding.expected == "a leaf of rack r01: rack1-leaf (leaf-r01)"
+    assert finding.rule == "node-on-two-leaves"
+    assert (finding.data["host"], finding.data["hca"], finding.data["switch"], finding.data["port"]) == (
+        "gpu002",
+        "mlx5_7",
+        "rack2-leaf",
+        33,
+    )
+    assert finding.data["expected"] == "a leaf of rack r01: rack1-leaf (leaf-r01)"
     assert "gpu002 is on two leaves" in finding.message
 
 
@@ -403,19 +421,24 @@ def test_iblinkinfo_down_port_on_a_full_leaf(tmp_path: Path) -> None:
     clean = compare_fabric(parse_fabric(iblinkinfo_one_leaf()), expected)
     assert clean.findings == ()
     report = compare_fabric(parse_fabric(iblinkinfo_one_leaf(down_port=11)), expected)
-    assert [(f.code, f.host, f.hca, f.switch, f.port) for f in report.errors()] == [
+    assert [(f.code, f.data["host"], f.data["hca"], f.data["switch"], f.data["port"]) for f in report.errors()] == [
         ("FAB-C003", "gpu002", "mlx5_2", "leaf01", None),
         ("FAB-C008", None, None, "leaf01", 11),
     ]
     down = report.errors()[1]
-    assert (down.kind, down.expected, down.found) == ("down-port", "port Active", "port Down")
+    assert (down.rule, down.data["expected"], down.data["found"]) == ("down-port", "port Active", "port Down")
 
 
 def test_iblinkinfo_link_not_active(tmp_path: Path) -> None:
     expected = one_leaf_spec(tmp_path)
     finding = only_error(compare_fabric(parse_fabric(iblinkinfo_one_leaf(init_port=3)), expected))
-    assert (finding.code, finding.host, finding.hca, finding.port) == ("FAB-C008", "gpu001", "mlx5_2", 3)
-    assert (finding.expected, finding.found) == ("Active", "Init")
+    assert (finding.code, finding.data["host"], finding.data["hca"], finding.data["port"]) == (
+        "FAB-C008",
+        "gpu001",
+        "mlx5_2",
+        3,
+    )
+    assert (finding.data["expected"], finding.data["found"]) == ("Active", "Init")
 
 
 def ports_report(fab: RailFabric) -> str:
@@ -440,6 +463,11 @@ def test_planned_hca_seen_but_not_linked_is_a_down_port(two_su: ExpectedFabric) 
     fab.replace_cable(fab.host_cable("gpu007", "mlx5_6"), None)
     text = ports_report(fab) + f"CA   999  1 0x{guid} 4x ???                      '{fab.cas[guid]}'\n"
     finding = only_error(compare_fabric(parse_fabric(text), two_su))
-    assert (finding.code, finding.kind, finding.host, finding.hca) == ("FAB-C008", "down-port", "gpu007", "mlx5_6")
-    assert finding.found == f"CA {normalize_guid(guid)} port 1 not linked"
-    assert finding.expected == "port linked to ib-l09 (su1-leaf5)"
+    assert (finding.code, finding.rule, finding.data["host"], finding.data["hca"]) == (
+        "FAB-C008",
+        "down-port",
+        "gpu007",
+        "mlx5_6",
+    )
+    assert finding.data["found"] == f"CA {normalize_guid(guid)} port 1 not linked"
+    assert finding.data["expected"] == "port linked to ib-l09 (su1-leaf5)"

@@ -30,6 +30,7 @@ from clusterctl.fabric.host_hcas import HostHcas
 from clusterctl.fabric.model import normalize_guid
 from clusterctl.fabric.parsers import parse_ibnetdiscover
 from clusterctl.pipeline import load_and_validate
+from clusterctl.spec.findings import Level
 from clusterctl.verify.parsers.rdma_rails import parse_node_rails
 from clusterctl.verify.rails import rails_command
 
@@ -109,7 +110,7 @@ def test_miscabled_rail_names_the_device_and_the_pci_address(by_pci: ExpectedFab
 
     (error,) = report(fab, by_pci, maps(fab, answer)).errors()
 
-    assert (error.code, error.host, error.hca) == ("FAB-C001", "gpu005", "ibp64s0 (0000:40:00.0)")
+    assert (error.code, error.data["host"], error.data["hca"]) == ("FAB-C001", "gpu005", "ibp64s0 (0000:40:00.0)")
     assert error.message.startswith("Rail 1 HCA ibp64s0 (0000:40:00.0) of gpu005 is not on the leaf shared by rail 1")
 
 
@@ -134,7 +135,7 @@ def test_storage_hca_of_a_mapped_host_is_unknown_not_unmapped(by_pci: ExpectedFa
 
     assert result.errors() == []
     (warning,) = result.warnings()
-    assert (warning.code, warning.host, warning.hca) == ("FAB-C004", "gpu001", "ibp41s0f0")
+    assert (warning.code, warning.data["host"], warning.data["hca"]) == ("FAB-C004", "gpu001", "ibp41s0f0")
 
 
 # --- without them -------------------------------------------------------------------------
@@ -149,13 +150,15 @@ def test_pci_rails_without_maps_are_unmapped_not_missing(by_pci: ExpectedFabric)
     assert len(result.findings) == 64
     assert result.hcas_unmapped == 512
     first = result.findings[0]
-    assert (first.kind, first.level, first.host) == ("unmapped-hca", "error", "gpu001")
+    assert (first.rule, first.level, first.data["host"]) == ("unmapped-hca", Level.ERROR, "gpu001")
     assert first.message.startswith(
         "8 HCA(s) of gpu001 on the fabric could not be matched to its rails: the spec names its rails by PCI "
         "address, which node descriptions do not carry. Its cabling is not checked; give the nodes' rail maps "
         "(clusterctl fabric check --from-nodes"
     )
-    assert first.found.startswith("ibp24s0 (0x946dae0300000100) on ib-l01 port 1, ibp64s0 (0x946dae0300000101) on ")
+    assert first.data["found"].startswith(
+        "ibp24s0 (0x946dae0300000100) on ib-l01 port 1, ibp64s0 (0x946dae0300000101) on "
+    )
     assert not result.matches()
 
 
@@ -168,7 +171,7 @@ def test_a_node_that_is_not_converged_says_so(by_pci: ExpectedFabric, answer: st
 
     (error,) = report(fab, by_pci, host_hcas).errors()
 
-    assert (error.code, error.host) == ("FAB-C009", "gpu002")
+    assert (error.code, error.data["host"]) == ("FAB-C009", "gpu002")
     assert (
         "gpu002 has no /etc/clusterctl/rdma-rails.conf, so its rails' RDMA device names are unknown: the rdma role "
         "has not run there (the node is not converged); the spec names its rails by PCI address"
@@ -209,7 +212,7 @@ def test_real_fabric_hosts_described_hca_1_map_by_guid(tmp_path: Path, fixtures_
         host_hcas[host] = host_hcas_of(host, ["0000:18:00.0"], parse_node_rails(text), f"{host}:rails")
     after = compare_fabric(fabric, expected, host_hcas=host_hcas)
 
-    assert sorted(f.host for f in before.findings if f.code == "FAB-C009") == sorted(guids)
+    assert sorted(f.data["host"] for f in before.findings if f.code == "FAB-C009") == sorted(guids)
     assert before.hosts_found == 0
     assert not [f for f in after.findings if f.code in ("FAB-C009", "FAB-C003")]
     assert (after.hosts_found, after.hcas_found, after.hcas_unmapped) == (45, 45, 0)

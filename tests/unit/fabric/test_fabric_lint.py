@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.fabric.lint import LintFinding, lint_topology_conf, parse_topology_conf
+from clusterctl.fabric.lint import lint_topology_conf, parse_topology_conf
 from clusterctl.hostlist import compress
+from clusterctl.spec.findings import Finding, Level
 
 SLURM = "slurm"
 
@@ -21,8 +22,8 @@ def _line_of(text: str, fragment: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), start=1) if fragment in line)
 
 
-def _codes(findings: list[LintFinding]) -> list[tuple[str, str]]:
-    return [(f.code, f.level) for f in findings]
+def _codes(findings: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.code, str(f.level)) for f in findings]
 
 
 def _circe_known_nodes(fixtures_dir: Path) -> set[str]:
@@ -36,13 +37,13 @@ def test_circe_superpod_node_under_two_leaves(fixtures_dir: Path) -> None:
     twice = {node for node, leaves in conf.leaves_of_node().items() if len(leaves) > 1}
     assert twice == {"circe-n051"}
     findings = lint_topology_conf(text)
-    errors = [f for f in findings if f.level == "error"]
+    errors = [f for f in findings if f.level is Level.ERROR]
     assert _codes(errors) == [("FAB-L001", "error")]
     assert "circe-n051" in errors[0].message
     assert "s2, s4" in errors[0].message
-    assert errors[0].line_no == _line_of(text, "SwitchName=s4")
+    assert errors[0].line == _line_of(text, "SwitchName=s4")
     # Five leaves and no parent: a several-roots warning.
-    (warning,) = [f for f in findings if f.level == "warning"]
+    (warning,) = [f for f in findings if f.level is Level.WARNING]
     assert warning.code == "FAB-L006"
     assert "5 switches" in warning.message
 
@@ -53,7 +54,7 @@ def test_circe_superpod_with_known_nodes(fixtures_dir: Path) -> None:
     assert len(known) == 98
     findings = lint_topology_conf(text, known_nodes=known)
     (unknown,) = [f for f in findings if f.code == "FAB-L003"]
-    assert unknown.line_no == _line_of(text, "n[019-020]")
+    assert unknown.line == _line_of(text, "n[019-020]")
     assert "n[019-020]" in unknown.message
     assert "n019 -> circe-n019" in unknown.message
     (missing,) = [f for f in findings if f.code == "FAB-L002"]
@@ -79,7 +80,7 @@ def test_puppet_file_warns_about_several_roots(fixtures_dir: Path) -> None:
     assert _codes(findings) == [("FAB-L006", "warning")]
     roots = re.findall(r"^SwitchName=(\S+)", text, re.MULTILINE)
     assert ", ".join(roots) in findings[0].message
-    assert findings[0].line_no is None
+    assert findings[0].line == 0  # the whole file
 
 
 def test_azure_guid_topology_has_cycles(fixtures_dir: Path) -> None:
@@ -90,7 +91,7 @@ def test_azure_guid_topology_has_cycles(fixtures_dir: Path) -> None:
     assert cycles
     assert all("ibsw47" in f.message for f in cycles)
     (multi,) = [f for f in findings if f.code == "FAB-L008"]
-    assert multi.line_no == _line_of(text, "SwitchName=ibsw47 ")
+    assert multi.line == _line_of(text, "SwitchName=ibsw47 ")
 
 
 @pytest.mark.parametrize(
@@ -124,7 +125,7 @@ def test_azure_guid_topology_has_cycles(fixtures_dir: Path) -> None:
 )
 def test_rules(text: str, expected: list[tuple[str, int]], fragment: str) -> None:
     findings = lint_topology_conf(text)
-    assert [(f.code, f.line_no) for f in findings] == expected
+    assert [(f.code, f.line) for f in findings] == expected
     assert fragment in findings[0].message
     assert all(f.message.endswith((".", "?")) for f in findings)
 
@@ -133,7 +134,7 @@ def test_known_nodes_clean_file() -> None:
     text = "SwitchName=s0 Nodes=gpu[01-02]\nSwitchName=s1 Nodes=gpu03\nSwitchName=spine Switches=s[0-1]\n"
     assert lint_topology_conf(text, known_nodes={"gpu01", "gpu02", "gpu03"}) == []
     findings = lint_topology_conf(text, known_nodes={"gpu01", "gpu02", "gpu03", "gpu04"})
-    assert [(f.code, f.line_no) for f in findings] == [("FAB-L002", None)]
+    assert [(f.code, f.line) for f in findings] == [("FAB-L002", 0)]
     assert "gpu04" in findings[0].message
 
 
@@ -160,9 +161,9 @@ def test_parse_comments_continuations_and_case() -> None:
 def test_findings_are_sorted_whole_file_last() -> None:
     text = "SwitchName=b Nodes=x1\nSwitchName=a Nodes=x1\nSwitchName=a Nodes=x2\n"
     findings = lint_topology_conf(text, known_nodes={"x1", "x2", "x3"})
-    assert [(f.code, f.line_no) for f in findings] == [
+    assert [(f.code, f.line) for f in findings] == [
         ("FAB-L001", 2),
         ("FAB-L005", 3),
-        ("FAB-L002", None),
-        ("FAB-L006", None),
+        ("FAB-L002", 0),
+        ("FAB-L006", 0),
     ]

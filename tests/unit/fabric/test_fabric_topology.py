@@ -17,6 +17,7 @@ from clusterctl.fabric.lint import lint_topology_conf, parse_topology_conf
 from clusterctl.fabric.model import normalize_guid
 from clusterctl.fabric.parsers import parse_fabric, parse_ibnetdiscover
 from clusterctl.hostlist import expand
+from clusterctl.spec.findings import Level
 
 EDR = "infiniband/ibnetdiscover_edr_fattree_6sw.txt"
 _SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -27,7 +28,7 @@ def _edr_text(fixtures_dir: Path) -> str:
 
 
 def _errors(text: str) -> list[str]:
-    return [f.message for f in lint_topology_conf(text) if f.level == "error"]
+    return [f.message for f in lint_topology_conf(text) if f.level is Level.ERROR]
 
 
 def test_edr_four_leaves_under_one_parent(fixtures_dir: Path) -> None:
@@ -222,7 +223,7 @@ def test_separate_fabrics_stay_separate(fixtures_dir: Path) -> None:
     topology = derive_topology(fabric)
     assert sorted(r.name for r in topology.roots()) == ["ib-i1l2s01", "ib-i4l1s01"]
     findings = lint_topology_conf(topology.render())
-    assert [(f.code, f.level) for f in findings] == [("FAB-L006", "warning")]
+    assert [(f.code, f.level) for f in findings] == [("FAB-L006", Level.WARNING)]
 
 
 def test_cas_without_host_names_are_left_out(fixtures_dir: Path) -> None:

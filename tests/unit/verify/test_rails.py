@@ -19,7 +19,7 @@ from types import ModuleType
 import jinja2
 import pytest
 from tests.specs import example_data, group, write_spec
-from tests.verify_testkit import ReplayExecutor, ibstat
+from tests.verify_testkit import ReplayExecutor, ibstat, with_real_gpus
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
@@ -100,12 +100,7 @@ def plan_with(tmp_path: Path, rails: list[str], nodes: int = 2) -> Plan:
     gpu["spares"] = 0
     data["hardware"]["dgx-h100"]["rails"] = list(rails)
     data["hardware"]["dgx-h100"]["storage_nics"] = ["0000:29:00.0", "0000:aa:00.0"]
-    plan = load_and_validate(write_spec(tmp_path, data)).plan
-    for node in plan.nodes:
-        node.emulated = False
-    plan.cluster.emulated_gpus = False
-    plan.slurm.container_nodes = False
-    return plan
+    return with_real_gpus(load_and_validate(write_spec(tmp_path, data)).plan)
 
 
 def run_check(

@@ -136,8 +136,9 @@ def test_run_without_debug_lines_fails_with_srun_s_message(plan: Plan) -> None:
 def test_emulated_gpus_skip(tmp_path: Path) -> None:
     emulated = two_su_plan(tmp_path, sus=1)
     if not any(n.emulated for n in emulated.nodes):
-        for node in emulated.nodes:
-            node.emulated = True
+        emulated = emulated.model_copy(
+            update={"nodes": [n.model_copy(update={"emulated": True}) for n in emulated.nodes]}
+        )
     executor = ReplayExecutor(_answer())
 
     (outcome,) = TransportCheck().run(VerifyContext(plan=emulated, thresholds={}, executor=executor))

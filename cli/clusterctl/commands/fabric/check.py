@@ -25,8 +25,7 @@ from clusterctl.commands.fabric.common import (
 )
 from clusterctl.fabric.compare import CablingReport, compare_fabric
 from clusterctl.fabric.expected import ExpectedFabric, expected_fabric
-
-_STYLE = {"error": "bold red", "warning": "yellow"}
+from clusterctl.report import LEVEL_STYLE, document
 
 
 @click.command("check")
@@ -92,16 +91,17 @@ def check_cmd(
     ok = report.matches(strict)
     if app.json:
         app.print_json(
-            {
-                "spec": spec,
-                "source": source.origin,
-                "format": source.fabric.source,
-                "matches": ok,
-                "summary": report.summary(),
-                "findings": [f.to_dict() for f in report.findings],
-                "leaves": [leaf.to_dict() for leaf in report.leaves],
-                "notes": list(source.fabric.notes),
-            }
+            document(
+                "fabric check",
+                report.findings,
+                ok=ok,
+                spec=spec,
+                source=source.origin,
+                format=source.fabric.source,
+                summary=report.summary(),
+                leaves=[leaf.to_dict() for leaf in report.leaves],
+                notes=list(source.fabric.notes),
+            )
         )
     else:
         _show(app, report, expected, spec, source, ok)
@@ -115,21 +115,20 @@ def _show(app: App, report: CablingReport, expected: ExpectedFabric, spec: str, 
             for column in ("level", "code", "cable / port", "problem", "expected", "found"):
                 table.add_column(column, overflow="fold")
             for f in report.findings:
-                style = _STYLE[f.level]
+                style = LEVEL_STYLE[f.level]
                 table.add_row(
                     f"[{style}]{f.level}[/{style}]",
-                    f"{f.code}\n[dim]{f.kind}[/dim]",
-                    escape(f.where),
+                    f"{f.code}\n[dim]{f.rule}[/dim]",
+                    escape(f.cable),
                     escape(f.message),
-                    escape(f.expected),
-                    escape(f.found),
+                    escape(f.data["expected"]),
+                    escape(f.data["found"]),
                 )
             app.out.print(table)
         else:
             for f in report.findings:
-                click.echo(
-                    f"{f.level} {f.code} {f.kind}: {f.where}: expected {f.expected}; found {f.found}. {f.message}"
-                )
+                expected, found = f.data["expected"], f.data["found"]
+                click.echo(f"{f.level} {f.code} {f.rule}: {f.cable}: expected {expected}; found {found}. {f.message}")
     if app.verbosity > 0:
         _show_leaves(app, report)
     counts = report.summary()

@@ -33,6 +33,7 @@ from clusterctl.fabric.parsers import (
     parse_ibnetdiscover,
 )
 from clusterctl.plan.models import Plan
+from clusterctl.report import STOPPED_INPUT, command_name, document, print_excerpt, unreadable
 from clusterctl.run.executor import TIMEOUT_RC, UNREACHABLE_RC, executor_for, run_many
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import StateDir
@@ -131,28 +132,18 @@ def _unreadable(app: App, origin: str, err: FabricParseError | None, message: st
     if message is None and err is not None:
         message = f"{origin} line {err.line_no}: {err.message}" if err.line_no else f"{origin}: {err.message}"
     text = message or f"{origin} cannot be read."
+    hint = "pass the unedited output of ibnetdiscover, ibnetdiscover -p or iblinkinfo (stderr lines in it are fine)."
     if app.json:
-        app.print_json(
-            {
-                "error": {
-                    "file": origin,
-                    "line": err.line_no if err else None,
-                    "text": err.line.rstrip("\n") if err else None,
-                    "message": text,
-                }
-            }
-        )
+        line_no, line = (err.line_no, err.line) if err else (0, "")
+        finding = unreadable(origin, text, line_no=line_no, line=line, hint=hint[:1].upper() + hint[1:])
+        app.print_json(document(command_name(), [finding], ok=False, stopped=STOPPED_INPUT))
     else:
         app.display_error(text)
         if err is None:
             raise SystemExit(EXIT_UNREADABLE)
         if err.line_no:
-            gutter = f"{err.line_no:>5} | "
-            app.err.print(f"[dim]{gutter}[/dim]{escape(err.line.rstrip())}")
-        app.err.print(
-            "  [dim]hint:[/dim] pass the unedited output of ibnetdiscover, ibnetdiscover -p or iblinkinfo "
-            "(stderr lines in it are fine)."
-        )
+            print_excerpt(app.err, err.line_no, err.line)
+        app.err.print(f"  [dim]hint:[/dim] {escape(hint)}")
     raise SystemExit(EXIT_UNREADABLE)
 
 

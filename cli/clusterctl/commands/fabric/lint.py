@@ -9,9 +9,9 @@ from rich.markup import escape
 
 from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors, output_option, validated_or_exit
-from clusterctl.fabric.lint import LintFinding, lint_topology_conf, parse_topology_conf
-
-_STYLE = {"error": "bold red", "warning": "yellow"}
+from clusterctl.fabric.lint import lint_topology_conf, parse_topology_conf
+from clusterctl.report import LEVEL_STYLE, document, print_excerpt
+from clusterctl.spec.findings import Level
 
 
 @click.command("lint")
@@ -39,24 +39,23 @@ def lint_cmd(app: App, topology_conf: Path, spec: str | None, output: str, stric
         plan = validated_or_exit(app, spec, (), False).plan
         known = {n.hostname for n in plan.nodes if n.role == "compute"}
     text = topology_conf.read_text(errors="replace")
-    findings = lint_topology_conf(text, known)
-    errors = [f for f in findings if f.level == "error"]
-    warnings = [f for f in findings if f.level == "warning"]
+    findings = lint_topology_conf(text, known, file=str(topology_conf))
+    errors = [f for f in findings if f.level is Level.ERROR]
+    warnings = [f for f in findings if f.level is Level.WARNING]
     ok = not errors and not (strict and warnings)
     if app.json:
-        app.print_json(
-            {
-                "file": str(topology_conf),
-                "valid": ok,
-                "findings": [
-                    {"code": f.code, "level": f.level, "line": f.line_no, "message": f.message} for f in findings
-                ],
-            }
-        )
+        app.print_json(document("fabric lint", findings, ok=ok, file=str(topology_conf)))
         raise SystemExit(0 if ok else 1)
     lines = text.splitlines()
     for finding in findings:
-        _show(app, topology_conf, lines, finding)
+        # Plain where stdout is no terminal: "file:5: error FAB-L001: message", then the line.
+        style = LEVEL_STYLE[finding.level]
+        app.out.print(
+            f"{escape(finding.location)}: [{style}]{finding.level}[/{style}] [dim]{finding.code}:[/dim] "
+            f"{escape(finding.message)}"
+        )
+        if 0 < finding.line <= len(lines):
+            print_excerpt(app.out, finding.line, lines[finding.line - 1])
     summary = f"{len(errors)} error(s), {len(warnings)} warning(s)"
     if not ok:
         app.display_error(f"{topology_conf} has problems: {summary}.")
@@ -66,18 +65,3 @@ def lint_cmd(app: App, topology_conf: Path, spec: str | None, output: str, stric
         f"{topology_conf} is valid: {len(conf.switches)} switches, {len(conf.nodes())} nodes"
         + (f" ({summary})." if warnings else ".")
     )
-
-
-def _show(app: App, path: Path, lines: list[str], finding: LintFinding) -> None:
-    where = f"{path}:{finding.line_no}" if finding.line_no else str(path)
-    if app.interactive:
-        style = _STYLE[finding.level]
-        app.out.print(
-            f"{escape(where)}: [{style}]{finding.level}[/{style}][dim][{finding.code}][/dim] {escape(finding.message)}"
-        )
-        if finding.line_no and 0 < finding.line_no <= len(lines):
-            app.out.print(f"[dim]{finding.line_no:>5} | [/dim]{escape(lines[finding.line_no - 1])}")
-        return
-    click.echo(f"{where}: {finding.level} {finding.code}: {finding.message}")
-    if finding.line_no and 0 < finding.line_no <= len(lines):
-        click.echo(f"{finding.line_no:>5} | {lines[finding.line_no - 1]}")
