@@ -12,12 +12,16 @@ container creation are not timed), this measures:
   the matching node (its ``apt-mark showmanual`` minus the image's) plus copying the rendered files;
 * for scale, Ansible's own share of the floor: the same packages installed by one
   ``ansible.builtin.apt`` task and nothing else, in four more fresh containers, with the same
-  settings as the converge (it shows how much of the 1.5 x a single Ansible task already uses).
+  settings as the converge (it shows how much of the 1.5 x a single Ansible task already uses);
+* with ``--stages``, the two stages apart on fresh scenario containers (roles/README.md, "Stages"):
+  the install stage alone (``-e clusterctl_stage=install``, what ``clusterctl image build`` runs),
+  then the configure stage alone on those nodes (what a node booted from a baked image runs), then
+  a no-change configure-only re-run.
 
 Targets: first converge <= 1.5 x floor; re-run <= 25 % of the first converge. Run from the
 repository root, with nothing else using the scenario's container names:
 
-    python benchmarks/converge.py [--keep] [--enforce]
+    python benchmarks/converge.py [--keep] [--enforce] [--stages]
 
 Figures go to stdout and test-artifacts/benchmark/converge.json; the run's secrets, logs and a
 copy of the build directory are left in test-artifacts/benchmark/ (the layout the secrets test
@@ -125,9 +129,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def converge(label: str) -> tuple[float, int]:
-    """Seconds and changed-task count of one ``ansible-playbook roles/site.yml`` run."""
-    extra = {
+def converge(label: str, stage: str | None = None) -> tuple[float, int]:
+    """Seconds and changed-task count of one ``ansible-playbook roles/site.yml`` run (``stage``: clusterctl_stage)."""
+    extra: dict[str, object] = {
         "munge_key_file": str(OUT / "secrets" / "munge.key"),
         "slurm_dbd_password_file": str(OUT / "secrets" / "slurmdbd.password"),
         # Same small MariaDB buffer pool as the Molecule scenario (shared test host).
@@ -137,6 +141,8 @@ def converge(label: str) -> tuple[float, int]:
             "innodb_lock_wait_timeout": 900,
         },
     }
+    if stage:
+        extra["clusterctl_stage"] = stage
     cmd = [
         "ansible-playbook",
         "-i",
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the cluster containers running")
     parser.add_argument("--enforce", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--stages", action="store_true", help="also time the install and configure stages apart")
     args = parser.parse_args(argv)
 
     shutil.rmtree(OUT, ignore_errors=True)
@@ -280,6 +287,21 @@ def main(argv: list[str] | None = None) -> int:
         fresh_containers(list(floor_names.values()))
         apt_only = apt_task_only(floor_names, packages)
         print(f"  {apt_only:.1f} s", flush=True)
+
+        stages: dict[str, tuple[float, int]] = {}
+        if args.stages:
+            print("stages apart: fresh scenario containers (not timed) ...", flush=True)
+            molecule("cleanup")
+            molecule("destroy")
+            molecule("create")
+            shutil.rmtree(OUT / "facts", ignore_errors=True)
+            for label, stage in (
+                ("install-stage", "install"),
+                ("configure-stage", "configure"),
+                ("configure-rerun", "configure"),
+            ):
+                stages[label] = converge(label, stage)
+                print(f"  {label}: {stages[label][0]:.1f} s, changed={stages[label][1]}", flush=True)
     finally:
         for name in [*floor_names.values(), base]:
             subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
@@ -299,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         "floor_nodes_cpu_s": _round(floor_cpu),
         "apt_task_only_s": round(apt_only, 1),
         "apt_task_only_over_floor": round(apt_only / floor, 2),
+        "stages_s": {label: {"seconds": round(sec, 1), "changed": ch} for label, (sec, ch) in stages.items()},
         "packages": packages,
         "load_average": os.getloadavg(),
         "cpus": os.cpu_count(),
@@ -315,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<18}{seconds:8.1f} s  {ratio}  target {target}  {'ok' if ok else 'MISSED'}")
     print(f"{'floor':<18}{floor:8.1f} s   ({len(hosts)} containers in parallel)")
     print(f"{'apt task only':<18}{apt_only:8.1f} s  {apt_only / floor:5.2f} x floor  (one Ansible task installs them)")
+    for label, (seconds, changed) in stages.items():
+        print(f"{label:<18}{seconds:8.1f} s  {seconds / first:5.2f} x first converge  (changed={changed})")
     if first_cpu[1] is not None and floor_cpu is not None:
         cpus = os.cpu_count() or 1
         bound = (first_cpu[0] + first_cpu[1]) / cpus

@@ -23,14 +23,24 @@ def test_forget_facts_without_a_cache_directory(tmp_path: Path) -> None:
     assert not (tmp_path / "facts").exists()
 
 
-def test_site_caches_the_flag_its_package_step_checks() -> None:
-    """The one-transaction package step is skipped on a flag it caches; both must name the same fact."""
+def _package_block(plays: list[dict]) -> dict:
+    return next(t for t in plays[0]["tasks"] if "block" in t)
+
+
+def test_site_package_step_is_the_install_stage_and_reads_packages_each_run() -> None:
+    """The one-transaction package step runs where the install stage runs (per host), and decides what
+    to install from the packages read on the node in this run (dpkg-query, shared with the roles as a
+    fact that is not cached), not from a flag cached by an earlier run."""
     plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
-    block = next(t for t in plays[0]["tasks"] if "block" in t)
-    remember = block["block"][-1]["ansible.builtin.set_fact"]
-    assert remember["cacheable"] is True
-    flag = next(k for k in remember if k != "cacheable")
-    assert flag in block["when"]
+    block = _package_block(plays)
+    assert "clusterctl_stage" in block["when"]
+    assert "install" in block["when"]
+    read = next(t for t in block["block"] if "ansible.builtin.command" in t)
+    assert read["ansible.builtin.command"]["argv"][0] == "dpkg-query"
+    assert read["when"] == "clusterctl_packages is not defined"
+    assert any("ansible.builtin.apt" in t and t["when"] == "__site_missing | length > 0" for t in block["block"])
+    assert "clusterctl_packages" in plays[0]["vars"]["__site_missing"]
+    assert "cacheable" not in str(block)
 
 
 def test_site_keeps_the_package_step_out_of_plays_with_handlers() -> None:
@@ -43,8 +53,8 @@ def test_site_keeps_the_package_step_out_of_plays_with_handlers() -> None:
 
 
 def test_site_treats_a_node_with_a_new_machine_id_as_new() -> None:
-    """The machine-ID check must compare against the ID it caches, and must clear the flag that
-    skips the package step (a reinstalled machine has none of the packages)."""
+    """The machine-ID check must compare against the ID it caches, so a reinstalled machine's facts are
+    gathered again."""
     plays = yaml.safe_load((roles_dir() / "site.yml").read_text())
     pre = plays[0]["pre_tasks"]
     gather = next(t for t in pre if "ansible.builtin.setup" in t)
@@ -52,6 +62,3 @@ def test_site_treats_a_node_with_a_new_machine_id_as_new() -> None:
     assert remember["cacheable"] is True
     machine_id = next(k for k in remember if k.endswith("machine_id"))
     assert machine_id in gather["when"]
-    block = next(t for t in plays[0]["tasks"] if "block" in t)
-    package_flag = next(k for k in block["block"][-1]["ansible.builtin.set_fact"] if k != "cacheable")
-    assert remember[package_flag] is False

@@ -3,8 +3,9 @@
 Where a hardware profile names its storage HCAs (``storage_nics``, by PCI address or RDMA
 device) but not their interfaces, the render writes ``clusterctl:storage_nic:<i>`` in the LNet
 configuration and the WEKA ``net=`` options (clusterctl.plan.storage_net). The role reads the
-netdev of each storage HCA from the node's sysfs with the rdma role's lookup and these filters
-write it in, on the controller, before the files are compared with the node's and installed.
+netdev of each storage HCA from the node's sysfs with the collection's lookup (clusterctl.node.rdma_rails,
+the one the rdma role maps the rails with) and these filters write it in, on the controller, before
+the files are sent to the node.
 """
 
 from __future__ import annotations
@@ -38,8 +39,19 @@ def storage_nic_netdevs(texts: object, netdevs: list[str]) -> object:
     return MARKER.sub(netdev, str(texts))
 
 
+def storage_nic_netdev_list(fact: object, count: int) -> list[str]:
+    """The netdev of storage HCA 0..count-1 from a ``rdma_sysfs`` result, ``""`` where it has none."""
+    entries = (fact or {}).get("storage_nics", []) if isinstance(fact, dict) else []
+    found = {int(e["index"]): e.get("netdev") or "" for e in entries}
+    return [found.get(index, "") for index in range(int(count))]
+
+
 class FilterModule:
     """Ansible filters of the storage_clients role."""
 
     def filters(self) -> dict[str, object]:
-        return {"storage_nic_markers": storage_nic_markers, "storage_nic_netdevs": storage_nic_netdevs}
+        return {
+            "storage_nic_markers": storage_nic_markers,
+            "storage_nic_netdevs": storage_nic_netdevs,
+            "storage_nic_netdev_list": storage_nic_netdev_list,
+        }

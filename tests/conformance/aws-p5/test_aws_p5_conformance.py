@@ -192,8 +192,12 @@ def test_efa_nodes_get_the_role_after_cuda() -> None:
 def test_ptrace_is_allowed_on_efa_compute_nodes() -> None:
     # ParallelCluster resources/efa/partial/_disable_ptrace_debian.rb@f75d84c: sysctl kernel.yama.ptrace_scope 0
     # on compute nodes with EFA.
-    (task,) = _tasks(ROLES / "efa" / "tasks" / "configure.yml", "ansible.posix.sysctl")
-    assert task["name"] == "kernel.yama.ptrace_scope"
+    (task,) = _tasks(ROLES / "efa" / "tasks" / "configure.yml", "clusterctl.node.sync_files")
+    (entry,) = [f for f in task["files"] if f.get("state") != "directory"]
+    assert entry["dest"] == "{{ __efa_sysctl_file }}"
+    assert "sysctl.conf.j2" in entry["content"]
+    template = (ROLES / "efa" / "templates" / "sysctl.conf.j2").read_text()
+    assert "kernel.yama.ptrace_scope = {{ efa_ptrace_scope }}" in template
     assert _yaml(ROLES / "efa" / "defaults" / "main.yml")["efa_ptrace_scope"] == 0  # type: ignore[index]
 
 

@@ -116,8 +116,9 @@ def test_the_nccl_role_installs_the_rendered_file_and_the_link() -> None:
         "nccl_topology_link": "/opt/microsoft/ndv5/topo.xml",
     }
     tasks = yaml.safe_load((ROLES / "nccl" / "tasks" / "configure.yml").read_text())
-    (link,) = [t["ansible.builtin.file"] for t in tasks if t.get("ansible.builtin.file", {}).get("state") == "link"]
-    assert (link["src"], link["dest"]) == ("{{ nccl_topology_dest }}", "{{ nccl_topology_link }}")
+    (sync,) = [t for t in tasks if "clusterctl.node.sync_files" in t]
+    files = sync["vars"]["__nccl_configure_files"]
+    assert "{'dest': nccl_topology_link, 'state': 'link', 'target': nccl_topology_dest}" in files
 
 
 # --- RDMA device names ------------------------------------------------------------------------------

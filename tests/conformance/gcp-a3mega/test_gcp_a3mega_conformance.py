@@ -358,9 +358,9 @@ def test_aperture_udev_rule_is_googles(blueprint: dict) -> None:
     ours = (ROLE / "files" / "00-a3-megagpu.rules").read_text()
     rule = "".join(line for line in ours.splitlines(keepends=True) if not line.startswith("#"))
     assert rule == copy["content"]
-    copies = _module_args(_tasks(ROLE / "tasks" / "aperture.yml"), "ansible.builtin.copy")
-    (task,) = [c for c in copies if c.get("src") == "00-a3-megagpu.rules"]
-    assert task["dest"] == copy["dest"] == "/etc/udev/rules.d/00-a3-megagpu.rules"
+    (sync,) = _module_args(_tasks(ROLE / "tasks" / "aperture.yml"), "clusterctl.node.sync_files")
+    (entry,) = [f for f in sync["files"] if f.get("src") == "00-a3-megagpu.rules"]
+    assert entry["dest"] == copy["dest"] == "/etc/udev/rules.d/00-a3-megagpu.rules"
 
 
 def test_slurmd_waits_for_the_aperture_devices(blueprint: dict) -> None:
@@ -371,12 +371,15 @@ def test_slurmd_waits_for_the_aperture_devices(blueprint: dict) -> None:
     body = lambda t: [ln for ln in t.splitlines() if ln and not ln.startswith("#")]  # noqa: E731
     assert body(ours) == body(script["content"].replace("\\$", "$"))
     assert os.access(ROLE / "files" / "wait-for-aperture-devices.sh", os.X_OK)
-    tasks = _tasks(ROLE / "tasks" / "aperture.yml")
-    copied = {t["ansible.builtin.copy"]["dest"] for t in tasks if "ansible.builtin.copy" in t}
-    assert script["dest"] in copied
-    (template,) = [t["ansible.builtin.template"] for t in tasks if "ansible.builtin.template" in t]
-    assert template["dest"] == dropin["dest"] == "/etc/systemd/system/slurmd.service.d/aperture.conf"
-    text = (ROLE / "templates" / template["src"]).read_text()
+    (sync,) = _module_args(_tasks(ROLE / "tasks" / "aperture.yml"), "clusterctl.node.sync_files")
+    assert script["dest"] in {f["dest"] for f in sync["files"] if f.get("src") == "wait-for-aperture-devices.sh"}
+    # slurmd's drop-in is a configure-stage file (tasks/configure.yml), from templates/slurmd-aperture.conf.j2.
+    (sync,) = [t for t in _tasks(ROLE / "tasks" / "configure.yml") if "clusterctl.node.sync_files" in t]
+    files = sync["vars"]["__gpudirect_aperture_files"]
+    assert f"'dest': '{dropin['dest']}'" in files
+    assert dropin["dest"] == "/etc/systemd/system/slurmd.service.d/aperture.conf"
+    assert "lookup('ansible.builtin.template', 'slurmd-aperture.conf.j2')" in files
+    text = (ROLE / "templates" / "slurmd-aperture.conf.j2").read_text()
     assert body(dropin["content"]) == [ln for ln in body(text) if not ln.startswith("{{")]
 
 
@@ -420,7 +423,9 @@ def test_docker_for_rxdm_with_data_on_the_local_ssd(blueprint: dict) -> None:
     assert root == vendor_root["data-root"]
     tasks = _tasks(ROLE / "tasks" / "docker.yml")
     installs = _module_args(tasks, "ansible.builtin.apt")
-    assert any("gpudirect_docker_packages" in str(a["name"]) for a in installs)
+    assert any("__gpudirect_docker_wanted" in str(a["name"]) for a in installs)
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert "gpudirect_docker_packages" in variables["__gpudirect_docker_wanted"]
     assert defaults["gpudirect_docker_packages"] == ["docker.io"]
     # `docker run --gpus all` (receive-data-path-manager-mega@13fd92b) needs the NVIDIA container toolkit.
     assert any("nvidia-container-toolkit=" in str(a["name"]) for a in installs)

@@ -127,7 +127,7 @@ def test_no_rxdm_docker_prolog_or_long_prolog(files: dict[str, str], blueprint: 
 def test_nccl_gib_is_pinned_and_held(files: dict[str, str], blueprint: dict) -> None:
     # a3ultra-slurm-blueprint.yaml@1047080: install_nccl_gib.yml installs "nccl-gib=$(vars.nccl_gib_version)"
     # (1.1.0) from `deb ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-gib-apt main` and
-    # holds it (dpkg_selections).
+    # holds it (dpkg_selections: the same dpkg selection the role sets with apt-mark hold).
     vendor_version = blueprint["vars"]["nccl_gib_version"]
     group_vars = yaml.safe_load(files["ansible/inventory/group_vars/all.yml"].replace("!unsafe ", ""))
     assert group_vars["clusterctl_versions"]["nccl_gib"] == vendor_version
@@ -139,8 +139,8 @@ def test_nccl_gib_is_pinned_and_held(files: dict[str, str], blueprint: dict) -> 
     tasks = _tasks(ROLE / "tasks" / "gib.yml")
     apt = next(t["ansible.builtin.apt"] for t in tasks if "ansible.builtin.apt" in t)
     assert "nccl-gib={{ gpudirect_nccl_gib_version }}" in apt["name"]
-    hold = next(t["ansible.builtin.dpkg_selections"] for t in tasks if "ansible.builtin.dpkg_selections" in t)
-    assert hold == {"name": "nccl-gib", "selection": "hold"}
+    hold = next(t["ansible.builtin.command"] for t in tasks if "ansible.builtin.command" in t)
+    assert hold == {"argv": ["apt-mark", "hold", "nccl-gib"]}
     assert "clusterctl_versions.nccl_gib" in defaults["gpudirect_nccl_gib_version"]
 
 
@@ -158,12 +158,14 @@ def test_profile_script_and_ibverbs_utils(blueprint: dict) -> None:
     vendor = yaml.safe_load(_runner(blueprint, "configure_nccl_env.yml")["content"])[0]["tasks"][0][
         "ansible.builtin.copy"
     ]
-    tasks = _tasks(ROLE / "tasks" / "gib.yml")
-    template = next(t["ansible.builtin.template"] for t in tasks if "ansible.builtin.template" in t)
+    # The profile script is a configure-stage file (tasks/configure.yml), from templates/nccl-gib.sh.j2.
+    (sync,) = [t for t in _tasks(ROLE / "tasks" / "configure.yml") if "clusterctl.node.sync_files" in t]
+    files = sync["vars"]["__gpudirect_configure_files"]
+    assert "{'dest': __gpudirect_gib_profile, 'content': lookup('ansible.builtin.template', 'nccl-gib.sh.j2')}" in files
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
-    assert template["dest"] == "{{ __gpudirect_gib_profile }}"
     assert variables["__gpudirect_gib_profile"] == vendor["dest"] == "/etc/profile.d/nccl-gib.sh"
-    ours = (ROLE / "templates" / template["src"]).read_text()
+    tasks = _tasks(ROLE / "tasks" / "gib.yml")
+    ours = (ROLE / "templates" / "nccl-gib.sh.j2").read_text()
     for piece in ("/usr/local/gib/scripts/set_nccl_env.sh", "/usr/local/gib/lib64"):
         assert piece in vendor["content"]
         assert piece in ours

@@ -339,8 +339,8 @@ def test_opensm_on_two_named_hosts_with_distinct_priorities(variant: dict[str, s
     assert sorted(inventory["children"]["opensm"]["hosts"]) == ["ctl001", "ctl002"]
     priorities = [inventory["hosts"][h]["clusterctl_opensm_priority"] for h in ("ctl001", "ctl002")]
     assert priorities == [15, 14]
-    service = _role_text("rdma", "tasks", "service.yml")
-    assert 'line: "sm_priority {{ rdma_opensm_priority }}"' in service
+    assert "sm_priority {{ rdma_opensm_priority }}" in _role_text("rdma", "templates", "opensm.conf.j2")
+    assert "'opensm.conf.j2'" in _role_text("rdma", "tasks", "configure.yml")
 
 
 def test_opensm_binds_the_port_guid_it_is_given(variant: dict[str, str]) -> None:
@@ -364,7 +364,10 @@ def test_opensm_stopped_where_it_is_not_placed() -> None:
     stop = [t for t in service if t.get("ansible.builtin.systemd_service", {}).get("state") == "stopped"]
     assert stop
     assert stop[0]["ansible.builtin.systemd_service"]["enabled"] is False
-    assert "opensm-disabled.default.j2" in _role_text("rdma", "tasks", "service.yml")
+    # configure.yml writes PORTS=NONE where opensm is installed but not placed; install.yml writes it
+    # before a fresh install on a placed host, so no opensm binds every port before configure places it.
+    assert "opensm-disabled.default.j2" in _role_text("rdma", "tasks", "configure.yml")
+    assert "opensm-disabled.default.j2" in _role_text("rdma", "tasks", "install.yml")
     assert 'PORTS="NONE"' in _role_text("rdma", "templates", "opensm-disabled.default.j2")
 
 

@@ -2,16 +2,14 @@
 
 examples/onprem-h100-256.yaml with ``storage_netdevs`` removed and the storage HCAs named by PCI
 address: the plan and render put ``clusterctl:storage_nic:<i>`` in the LNet configuration and the
-WEKA ``net=`` options; roles/storage_clients runs the rdma role's sysfs lookup (its script, run
-here with python3 on the fixture sysfs trees of tests/fixtures/sysfs under both naming schemes)
+WEKA ``net=`` options; roles/storage_clients runs the sysfs lookup of clusterctl.node.rdma_rails (run
+here on the fixture sysfs trees of tests/fixtures/sysfs under both naming schemes)
 and its filter writes the netdevs in. Explicit ``storage_netdevs`` still render as given.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -64,12 +62,37 @@ def files(plan: Plan) -> dict[str, str]:
     return {f.path: f.text for f in render_files(plan)}
 
 
+def _rdma_rails() -> ModuleType:
+    """The lookup the role runs (clusterctl.node.rdma_rails, the one the rdma role maps the rails with)."""
+    path = (
+        REPO_ROOT
+        / "collections"
+        / "ansible_collections"
+        / "clusterctl"
+        / "node"
+        / "plugins"
+        / "modules"
+        / "rdma_rails.py"
+    )
+    spec = importlib.util.spec_from_file_location("clusterctl_node_rdma_rails", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def lookup(nics: list[str], tree: str) -> dict[str, Any]:
-    """What the role's lookup task prints on a node whose /sys is ``tree``."""
-    script = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__storage_clients_nic_script"]
-    module = (REPO_ROOT / "roles" / "rdma" / "library" / "rdma_rails.py").read_text()
-    argv = [sys.executable, "-c", script, json.dumps(nics), str(SYSFS / tree)]
-    return json.loads(subprocess.run(argv, input=module, capture_output=True, text=True, check=True).stdout)
+    """What the role's lookup gives on a node whose /sys is ``tree``: each storage HCA's netdev and RDMA
+    device in order ('' where it has none), why any was not found."""
+    fact = _rdma_rails().rails_fact([], nics, "", str(SYSFS / tree))
+    found = {e["index"]: e for e in fact["storage_nics"]}
+    return {
+        "netdevs": filters.storage_nic_netdev_list(fact, len(nics)),
+        "ibdevs": [found[i]["ibdev"] if i in found else "" for i in range(len(nics))],
+        "missing": [m["why"] for m in fact["missing"]],
+    }
 
 
 # --- plan and render ---------------------------------------------------------------------------

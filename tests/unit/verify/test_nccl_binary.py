@@ -24,12 +24,12 @@ ROLE = Path(__file__).resolve().parents[3] / "roles" / "nccl"
 
 def test_the_constant_is_the_role_s_default_and_link() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    tasks = yaml.safe_load((ROLE / "tasks" / "nccl_tests.yml").read_text())
-    link = next(t for block in tasks if "block" in block for t in block["block"] if "Link" in t["name"])
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    layout = next(t for t in tasks if "clusterctl.node.sync_files" in t and "nccl-tests" in t["name"])
+    files = layout["vars"]["__nccl_install_files"]
 
     assert defaults["nccl_tests_install_dir"] == NCCL_TESTS_INSTALL_DIR
-    assert link["ansible.builtin.file"]["dest"] == "{{ nccl_tests_install_dir }}/bin"
-    assert link["ansible.builtin.file"]["state"] == "link"
+    assert "{'dest': nccl_tests_install_dir ~ '/bin', 'state': 'link', 'target': __nccl_tests_src ~ '/build'}" in files
     assert ALL_REDUCE_PERF == f"{NCCL_TESTS_BIN_DIR}/all_reduce_perf" == "/opt/nccl-tests/bin/all_reduce_perf"
 
 
