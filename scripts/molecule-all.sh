@@ -25,7 +25,10 @@ CLUSTER_ARTIFACTS="$ARTIFACTS/molecule-cluster"
 # clusterctl's own collection (collections/: clusterctl.node, the roles' sync_files) first, then the
 # collections scripts/ansible-collections.sh extracts (or the ones the caller names).
 EXTRACTED_COLLECTIONS="${ANSIBLE_COLLECTIONS_PATH:-$ROOT/.ansible-collections}"
-export ANSIBLE_COLLECTIONS_PATH="$ROOT/collections:$EXTRACTED_COLLECTIONS"
+case ":$EXTRACTED_COLLECTIONS:" in
+  *":$ROOT/collections:"*) export ANSIBLE_COLLECTIONS_PATH="$EXTRACTED_COLLECTIONS" ;;
+  *) export ANSIBLE_COLLECTIONS_PATH="$ROOT/collections:$EXTRACTED_COLLECTIONS" ;;
+esac
 export NO_COLOR=1 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 [ -d "$ROOT/.venv/bin" ] && export PATH="$ROOT/.venv/bin:$PATH"
 
@@ -43,7 +46,12 @@ die() { printf 'molecule-all: %s\n' "$*" >&2; exit 2; }
 command -v molecule >/dev/null || die "molecule not found (activate .venv, or pip install -e '.[dev]')"
 docker info >/dev/null 2>&1 || die "Docker is not running (scripts/docker-bootstrap.sh starts it)"
 docker image inspect local/debian:bookworm >/dev/null 2>&1 || die "image local/debian:bookworm missing: run scripts/docker-bootstrap.sh"
-[ -d "${EXTRACTED_COLLECTIONS%%:*}/ansible_collections/community/docker" ] || die "collections missing: run scripts/ansible-collections.sh"
+have_docker_collection=false
+IFS=: read -ra collection_dirs <<<"$ANSIBLE_COLLECTIONS_PATH"
+for dir in "${collection_dirs[@]}"; do
+  [ -d "$dir/ansible_collections/community/docker" ] && have_docker_collection=true
+done
+$have_docker_collection || die "collections missing (community.docker in none of $ANSIBLE_COLLECTIONS_PATH): run scripts/ansible-collections.sh"
 
 # role/scenario pairs, longest first so the pool ends together.
 scenarios=()
