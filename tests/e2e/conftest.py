@@ -1,8 +1,10 @@
 """End-to-end tests on a real local cluster, brought up once per session and shared.
 
 The cluster is `examples/local.yaml` (1 controller, 1 login, 4 emulated-GPU nodes) brought
-up with the real CLI. Tests run in the order of their `order` marker (default 50), so the
-destructive ones (fault injection, down) come last.
+up with the real CLI from its baked images: `clusterctl image build` first (an image made by an
+earlier run with the same content hash is reused), then `clusterctl up --locked`, so the nodes run
+the configure stage only. Molecule tests the install stage from scratch. Tests run in the order
+of their `order` marker (default 50), so the destructive ones (fault injection, down) come last.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class LocalCluster:
     plan: Plan
     first_up_seconds: float = 0.0
     first_up_output: str = ""
+    lock_path: Path | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     def cli(self, *args: str, timeout: float = 1800, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -60,7 +63,10 @@ class LocalCluster:
 
     def up(self, *extra: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
         """``clusterctl up`` on the shared spec."""
-        return self.cli("up", str(self.spec_path), "--out", str(self.build_dir), "--yes", *extra, timeout=timeout)
+        lock = ("--lock", str(self.lock_path)) if self.lock_path else ()
+        return self.cli(
+            "up", str(self.spec_path), "--out", str(self.build_dir), "--yes", *lock, *extra, timeout=timeout
+        )
 
     def exec(self, host: str, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run a shell command on a node (as root)."""
@@ -117,11 +123,18 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     require_docker()
     root = tmp_path_factory.mktemp("local-cluster")
     plan = load_and_validate(SPEC).plan
-    cluster = LocalCluster(spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=plan)
+    lock = root / "clusterctl.lock"
+    cluster = LocalCluster(
+        spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=plan, lock_path=lock
+    )
     # A cluster left over from an interrupted earlier session would make this one's network clash.
     run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    image = cluster.cli("image", "build", str(SPEC), "--lock", str(lock), "--out", str(root / "image"), timeout=3600)
+    save_artifact("e2e-image-build.log", image.stdout + image.stderr)
+    if image.returncode != 0:
+        pytest.fail(f"clusterctl image build failed ({image.returncode}):\n{(image.stdout + image.stderr)[-6000:]}")
     started = time.monotonic()
-    result = cluster.up()
+    result = cluster.up("--locked")
     cluster.first_up_seconds = time.monotonic() - started
     cluster.first_up_output = result.stdout + result.stderr
     save_artifact("e2e-first-up.log", cluster.first_up_output)

@@ -12,8 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterctl.hostlist import expand
+from clusterctl.image.stage import CONFIGURE, STAGE_INVENTORY
 from clusterctl.run.providers.local import slurm_cgroup_dirs
 from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES, REPO_ROOT
@@ -80,8 +82,15 @@ def test_munge_key_is_0400_everywhere(local_cluster: LocalCluster) -> None:
         assert stat == "400 munge", (node.hostname, stat)
 
 
+@pytest.mark.order(14)
+def test_every_node_came_from_its_baked_image_and_ran_only_the_configure_stage(local_cluster: LocalCluster) -> None:
+    stages = yaml.safe_load((local_cluster.build_dir / STAGE_INVENTORY).read_text())["all"]["hosts"]
+    assert stages == {node.hostname: {"clusterctl_stage": CONFIGURE} for node in local_cluster.plan.nodes}
+
+
 @pytest.mark.order(20)
-def test_second_up_changes_nothing_and_is_fast(local_cluster: LocalCluster) -> None:
+def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
+    """Its time is recorded for people (the speed targets are benchmarks/', never a test's)."""
     started = time.monotonic()
     result = local_cluster.up("--output", "json")
     seconds = time.monotonic() - started
@@ -90,9 +99,7 @@ def test_second_up_changes_nothing_and_is_fast(local_cluster: LocalCluster) -> N
     summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
     assert summary["data"]["changed_tasks"] == 0, summary
     local_cluster.extra["second_up_seconds"] = seconds
-    assert seconds < 0.25 * local_cluster.first_up_seconds, (
-        f"no-op up took {seconds:.0f} s, first up {local_cluster.first_up_seconds:.0f} s"
-    )
+    save_artifact("e2e-up-seconds.txt", f"first {local_cluster.first_up_seconds:.0f} s, no-change {seconds:.0f} s\n")
 
 
 @pytest.mark.order(30)

@@ -39,8 +39,17 @@ CHROMIUM_FLAGS = [
 
 def _verify(cluster: LocalCluster, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
+    lock = ("--lock", str(cluster.lock_path)) if cluster.lock_path else ()
     result = run_cli(
-        "verify", str(cluster.spec_path), "--out", str(cluster.build_dir), "--output", "json", *args, timeout=timeout
+        "verify",
+        str(cluster.spec_path),
+        "--out",
+        str(cluster.build_dir),
+        "--output",
+        "json",
+        *lock,
+        *args,
+        timeout=timeout,
     )
     return result, time.monotonic() - started
 
@@ -92,6 +101,10 @@ def test_verify_passes_on_the_healthy_local_cluster(local_cluster: LocalCluster)
     time_sync = _results(data, "time.sync")
     assert sorted(time_sync) == sorted(n.hostname for n in local_cluster.plan.nodes)
     assert {(r["verdict"], r["message"]) for r in time_sync.values()} == {("skipped", "skipped: container")}
+    # Every node was made from its profile's baked image: its packages are the lock's.
+    packages = _results(data, "packages.lock")
+    assert sorted(packages) == sorted(n.hostname for n in local_cluster.plan.nodes)
+    assert {r["verdict"] for r in packages.values()} == {"pass"}, packages
     # Storage runs for real wherever the spec has tiers; none may fail.
     assert all(f["level"] != "error" for f in data["findings"] if f["rule"] == "storage")
 
