@@ -144,3 +144,15 @@ def test_error_location_is_printed_verbatim(tmp_path: Path) -> None:
     code, _out, err = invoke("validate", str(bad))
     assert code == 1
     assert f"{bad}:{cuda_line}:" in err
+
+
+def test_cloud_up_without_the_pulumi_cli_stops_before_anything_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    state = tmp_path / "state"
+    code, _out, err = invoke("up", str(EXAMPLES / "aws-p5.yaml"), "--yes", "--state-dir", str(state))
+    assert code == 1
+    assert "Pulumi" in err
+    assert "Nothing was created." in err
+    assert not state.exists()

@@ -37,9 +37,12 @@ def _require_engine_for(plan: Plan) -> None:
     """Cloud and bare-metal providers need the Pulumi CLI; check before anything happens."""
     if plan.cluster.provider == "local":
         return
-    from clusterctl.run.pulumi import require_pulumi_cli
+    from clusterctl.run.pulumi import PulumiCliMissingError, require_pulumi_cli
 
-    require_pulumi_cli()
+    try:
+        require_pulumi_cli()
+    except PulumiCliMissingError as exc:
+        raise ProviderError(str(exc)) from None
 
 
 def _login_hint(plan: Plan) -> str:
@@ -159,7 +162,7 @@ def up_cmd(
     plan = validated.plan
     try:
         _require_engine_for(plan)
-    except Exception as exc:
+    except ProviderError as exc:
         app.abort(f"{exc} Nothing was created.", 1)
     images = None if no_image else _locked_images(app, spec, plan, lock_path(spec, lock_file), locked)
     if not app.json:
