@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -81,8 +84,27 @@ def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) 
     return result
 
 
+def save_crash_report(exc: BaseException) -> Path | None:
+    """The traceback and command line in a new 0600 file under the temporary directory (None if unwritable).
+
+    A traceback holds source lines and the exception's message, never local variables, so no
+    secret the run held reaches the file.
+    """
+    text = f"clusterctl {' '.join(sys.argv[1:])}\n\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    try:
+        fd, name = tempfile.mkstemp(prefix="clusterctl-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+    except OSError:
+        return None
+    return Path(name)
+
+
 def handle_internal_errors(func: F) -> F:
-    """Turn unexpected exceptions into a short message (full traceback with CLUSTERCTL_DEBUG=1)."""
+    """The one catch-all: an unexpected error exits 70 naming the saved report (the traceback
+    itself with CLUSTERCTL_DEBUG=1)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -93,12 +115,13 @@ def handle_internal_errors(func: F) -> F:
         except Exception as exc:
             if debug_enabled():
                 traceback.print_exc()
-            else:
-                click.echo(
-                    f"internal error: {type(exc).__name__}: {exc}\n"
-                    "This is a bug in clusterctl; rerun with CLUSTERCTL_DEBUG=1 for the traceback and report it.",
-                    err=True,
-                )
+            report = save_crash_report(exc)
+            saved = f"the traceback is in {report}; " if report else ""
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc}\n"
+                f"This is a bug in clusterctl; {saved}rerun with CLUSTERCTL_DEBUG=1 to see it here, and report it.",
+                err=True,
+            )
             raise SystemExit(70) from None
 
     return wrapper  # type: ignore[return-value]
