@@ -16,6 +16,7 @@ import yaml
 
 from clusterctl.hostlist import expand
 from clusterctl.image.stage import CONFIGURE, STAGE_INVENTORY
+from clusterctl.run.ansible import LOG_FILE as ANSIBLE_LOG
 from clusterctl.run.providers.local import slurm_cgroup_dirs
 from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES, REPO_ROOT
@@ -86,6 +87,15 @@ def test_munge_key_is_0400_everywhere(local_cluster: LocalCluster) -> None:
 def test_every_node_came_from_its_baked_image_and_ran_only_the_configure_stage(local_cluster: LocalCluster) -> None:
     stages = yaml.safe_load((local_cluster.build_dir / STAGE_INVENTORY).read_text())["all"]["hosts"]
     assert stages == {node.hostname: {"clusterctl_stage": CONFIGURE} for node in local_cluster.plan.nodes}
+
+
+@pytest.mark.order(15)
+def test_no_interpreter_discovery_warning(local_cluster: LocalCluster) -> None:
+    log = (local_cluster.build_dir / ANSIBLE_LOG).read_text()
+    assert "TASK [" in log, "the Ansible log holds the run's output"
+    for text in (log, local_cluster.first_up_output):
+        assert "discovered Python interpreter" not in text
+        assert "interpreter discovery" not in text.lower()
 
 
 @pytest.mark.order(20)
