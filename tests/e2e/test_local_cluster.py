@@ -200,6 +200,34 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
     assert state in ("idle", "mix", "alloc"), state
 
 
+@pytest.mark.order(82)
+def test_a_service_that_does_not_start_fails_up_with_its_cause_on_screen(local_cluster: LocalCluster) -> None:
+    """The summary names the node and the task, and below them what the unit's journal says."""
+    victim, missing = "gpu004", "/usr/local/sbin/clusterctl-e2e-missing-check"
+    dropin = "/etc/systemd/system/munge.service.d/zz-e2e-broken.conf"
+    broken = local_cluster.exec(
+        victim,
+        f"mkdir -p {Path(dropin).parent} && printf '[Service]\\nExecStartPre={missing}\\n' > {dropin} "
+        "&& systemctl daemon-reload && systemctl stop munge",
+    )
+    assert broken.returncode == 0, broken.stderr
+    try:
+        result = local_cluster.up(timeout=900)
+        output = result.stdout + result.stderr
+        save_artifact("e2e-failed-service-up.log", output)
+        assert result.returncode == 1, output[-3000:]
+        summary = output[output.index("Failed:") :].splitlines()
+        assert len(summary) <= 25, "\n".join(summary)
+        text = "\n".join(summary)
+        assert re.search(rf"{victim}: failed in task '(munge : )?Start munge'", text), text
+        assert f"on {victim}: munge: munge.service: Failed to locate executable {missing}" in text
+        assert "clusterctl up" in text  # how to go on
+    finally:
+        local_cluster.exec(victim, f"rm -f {dropin} && systemctl daemon-reload")
+    again = local_cluster.up()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+
+
 # ansible-core 2.19+ stores a host's cached facts as a JSON string under this key; older versions
 # store the facts themselves.
 _FACT_PAYLOAD = "__payload__"

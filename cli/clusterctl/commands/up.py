@@ -25,8 +25,9 @@ from clusterctl.plan import Plan
 from clusterctl.progress import attach
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
-from clusterctl.run.ansible import AnsibleSetupError
+from clusterctl.run.ansible import AnsibleSetupError, HostFailure
 from clusterctl.run.events import EventBus
+from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.readiness import partitions_summary
@@ -68,7 +69,7 @@ def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:
         "emulated_gpus": emulated,
         "changed_tasks": result.configure.changed_total if result.configure else None,
         "failures": [
-            {"host": f.host, "task": f.task, "message": f.message, "unreachable": f.unreachable}
+            {"host": f.host, "task": f.task, "message": f.message, "unreachable": f.unreachable, "cause": list(f.cause)}
             for f in (result.configure.failures if result.configure else [])
         ],
         "readiness_problems": result.readiness.problems if result.readiness else [],
@@ -78,13 +79,12 @@ def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:
     }
 
 
-def _print_summary(app: App, plan: Plan, data: dict[str, Any]) -> None:
+def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[HostFailure]) -> None:
     out = app.out
     if data["failures"]:
         out.print("[bold red]Failed:[/bold red]")
-        for failure in data["failures"]:
-            kind = "unreachable" if failure["unreachable"] else "failed"
-            out.print(f"  {failure['host']}: {kind} in task '{failure['task']}': {failure['message']}", markup=False)
+        for line in summary_lines(failures):
+            out.print(line, markup=False)
         out.print(
             f"Ansible log: {data['build_dir']}/logs/ansible.log  -- fix the cause and run `clusterctl up` "
             "again; it continues where it stopped.",
@@ -187,7 +187,7 @@ def up_cmd(
 
         bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
     else:
-        _print_summary(app, plan, data)
+        _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
         raise SystemExit(1)
 

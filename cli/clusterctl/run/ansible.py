@@ -53,6 +53,12 @@ class HostFailure:
     task: str
     message: str
     unreachable: bool = False
+    # The module that failed (its resolved name), the unit a service task was about, the task's
+    # stderr, and what the node says caused it (`clusterctl.run.failure_cause`).
+    action: str = ""
+    unit: str = ""
+    detail: str = ""
+    cause: tuple[str, ...] = ()
 
 
 @dataclass
@@ -106,6 +112,17 @@ def _message(result: dict[str, Any]) -> str:
         if value:
             return str(value).strip().splitlines()[-1][:400] if key != "msg" else str(value)[:600]
     return "failed"
+
+
+def failure_from_event(host: str, task: str, data: dict[str, Any]) -> HostFailure:
+    """A ``runner_on_failed`` event's failure, with what `failure_cause` needs to find its cause."""
+    res = data.get("res", {})
+    message = _message(res)
+    action = str(data.get("resolved_action") or data.get("task_action") or "")
+    args = (res.get("invocation") or {}).get("module_args") or {}
+    unit = res.get("name") or args.get("name") or ""
+    detail = "\n".join(str(res.get(key) or "") for key in ("stderr", "stdout"))
+    return HostFailure(host, task, message, action=action, unit=str(unit), detail=detail[-8000:])
 
 
 def _path_with_interpreter_bin() -> str:
@@ -213,8 +230,9 @@ def run_playbook(
                 changed = bool(data.get("res", {}).get("changed"))
                 events.host(PHASE, host, "changed" if changed else "ok", task=task)
             elif name == "runner_on_failed" and not data.get("ignore_errors"):
-                message = _message(data.get("res", {}))
-                failures.append(HostFailure(host, task, message))
+                failure = failure_from_event(host, task, data)
+                failures.append(failure)
+                message = failure.message
                 events.host(PHASE, host, "failed", message, task=task)
             elif name == "runner_on_unreachable":
                 message = _message(data.get("res", {}))

@@ -18,6 +18,7 @@ from clusterctl.run.ansible import ConfigureResult, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import executor_for
+from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
 from clusterctl.run.state import StateDir
@@ -144,6 +145,7 @@ def up(
     )
     _timed(result.timings, "configure", t2)
     if not cfg.succeeded:
+        cfg.failures = with_causes(cfg.failures, executor_for(plan, state.path))
         hosts = ", ".join(sorted({f.host for f in cfg.failures})) or "unknown host"
         result.error = f"configuration failed on {hosts}"
         return result

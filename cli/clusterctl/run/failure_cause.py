@@ -1,0 +1,118 @@
+"""The cause of a failed task, as the node tells it: what `up`'s summary prints under the failure.
+
+Ansible's message says what failed ("Unable to restart service prometheus: Job for
+prometheus.service failed ... See systemctl status"), not why. The why is on the node: apt's own
+``E:`` lines in the task's output, or the unit's journal for a service that did not start or
+reload. Both are read here, a few lines each, so the user does not have to log in to find them.
+Everything read from a node is shown as text: control characters are escaped, lines are cut.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from clusterctl.run.ansible import HostFailure
+from clusterctl.run.jobs import Executor
+
+MAX_LINES = 3
+MAX_CHARS = 240
+JOURNAL_LINES = 40
+JOURNAL_TIMEOUT_S = 15.0
+# The failures whose cause is looked up (the summary shows no more).
+MAX_FAILURES = 4
+
+SERVICE_ACTIONS = frozenset(
+    {"systemd", "systemd_service", "service", "ansible.builtin.systemd", "ansible.builtin.systemd_service"}
+    | {"ansible.builtin.service"}
+)
+APT_ACTIONS = frozenset({"apt", "package", "ansible.builtin.apt", "ansible.builtin.package"})
+
+# apt-get's stderr has one error a line ("E: Unable to locate package x"); python-apt's, which the
+# apt module shows when the cache update fails, joins them with ", " ("W:..., E:Failed to fetch ...").
+_APT_ERROR = re.compile(r"(?:^|, |: )(?P<error>(?:E|Err:\d+) ?:?\s?.+?)(?=, [WE]:|$)", re.MULTILINE)
+_UNIT_IN_MESSAGE = re.compile(
+    r"Job for (?P<job>[\w@.:-]+?\.(?:service|socket|mount|timer)) failed"
+    r"|Unable to (?:start|stop|restart|reload) service (?P<service>[\w@.:-]+)"
+)
+_UNIT_NAME = re.compile(r"^[\w@.:-]{1,200}$")
+_JOURNAL_PROBLEM = re.compile(
+    r"fail|error|not found|no such|denied|cannot|can't|unable|invalid|refus|fatal|timed out", re.IGNORECASE
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """One line of a node's output as the terminal may show it: controls escaped, cut to length."""
+    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.strip())
+    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 3] + "..."
+
+
+def apt_errors(output: str) -> list[str]:
+    """apt's own error lines (``E: ...``, ``Err:N ...``), each once, the last ``MAX_LINES``."""
+    seen: dict[str, None] = {}
+    for found in _APT_ERROR.finditer(output):
+        seen.setdefault(shown(found.group("error")))
+    return list(seen)[-MAX_LINES:]
+
+
+def failed_unit(failure: HostFailure) -> str | None:
+    """The systemd unit a failed service task was about (its ``name``, or the one its message names)."""
+    if failure.unit and _UNIT_NAME.match(failure.unit):
+        return failure.unit
+    found = _UNIT_IN_MESSAGE.search(failure.message)
+    if found:
+        return found.group("job") or found.group("service")
+    return None
+
+
+def journal_command(unit: str) -> str:
+    """The unit's last journal lines, messages only."""
+    return f"journalctl --no-pager --output=cat --lines={JOURNAL_LINES} --unit={shlex.quote(unit)}"
+
+
+def journal_cause(output: str) -> list[str]:
+    """The journal lines that say what went wrong (the last few), else the last lines."""
+    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("-- ")]
+    problems = [line for line in lines if _JOURNAL_PROBLEM.search(line)]
+    return [shown(line) for line in (problems or lines)[-MAX_LINES:]]
+
+
+def cause_of(failure: HostFailure, executor: Executor) -> tuple[str, ...]:
+    """What the node says about ``failure``: apt's errors, or the failed unit's journal."""
+    if failure.unreachable:
+        return ()
+    if failure.action in APT_ACTIONS or (not failure.action and "apt" in failure.message):
+        errors = apt_errors("\n".join((failure.detail, failure.message)))
+        if errors:
+            return tuple(errors)
+    unit = failed_unit(failure) if failure.action in SERVICE_ACTIONS or "systemctl" in failure.message else None
+    if unit is None:
+        return ()
+    rc, out, _err = executor.run(failure.host, journal_command(unit), JOURNAL_TIMEOUT_S)
+    if rc != 0:
+        return ()
+    return tuple(f"{unit}: {line}" for line in journal_cause(out))
+
+
+def with_causes(failures: Sequence[HostFailure], executor: Executor) -> list[HostFailure]:
+    """``failures`` with the cause of the first ``MAX_FAILURES`` read from their nodes."""
+    return [
+        replace(failure, cause=cause_of(failure, executor)) if index < MAX_FAILURES else failure
+        for index, failure in enumerate(failures)
+    ]
+
+
+def summary_lines(failures: Iterable[HostFailure]) -> list[str]:
+    """The summary's lines for the failures: each failure, its cause on the node below it."""
+    failures = list(failures)
+    lines: list[str] = []
+    for failure in failures[:MAX_FAILURES]:
+        kind = "unreachable" if failure.unreachable else "failed"
+        lines.append(f"  {failure.host}: {kind} in task '{failure.task}': {shown(failure.message)}")
+        lines.extend(f"    on {failure.host}: {line}" for line in failure.cause)
+    if len(failures) > MAX_FAILURES:
+        lines.append(f"  ({len(failures) - MAX_FAILURES} more failure(s) in the Ansible log)")
+    return lines
