@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 from clusterctl_stack import (
-    OUT_BASTION,
-    OUT_HOST_KEYS,
-    OUT_LUSTRE,
-    OUT_NODE_IMAGES,
+    BASTION_KEY,
     OUT_NODES,
-    OUT_SSH_USER,
+    CloudCluster,
+    CloudClusterArgs,
     HostKey,
     StackInputs,
     cloud_init,
+    deploy_cloud,
     group_image,
     ssh_sources,
 )
@@ -45,7 +44,6 @@ from clusterctl_stack import (
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
 
 SSH_PORT = 22
-BASTION_KEY = "bastion"
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
 FSX_LUSTRE_VERSION = "2.15"
 # FSx for Lustre deployment types that encrypt data in transit as well as at rest ("Encrypting
@@ -492,22 +490,12 @@ class FsxLustre(pulumi.ComponentResource):
         self.register_outputs({"source": self.source})
 
 
-@dataclass
-class AwsClusterArgs:
-    """Inputs of :class:`AwsCluster`."""
-
-    plan: Plan
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
+# The inputs every cloud's cluster component takes.
+AwsClusterArgs = CloudClusterArgs
 
 
-class AwsCluster(pulumi.ComponentResource):
+class AwsCluster(CloudCluster):
     """Everything of one clusterctl cluster on AWS."""
-
-    nodes: pulumi.Output[dict[str, str]]
-    node_images: pulumi.Output[dict[str, str]]
-    lustre: dict[str, pulumi.Output[str]]
-    bastion_address: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: AwsClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:aws:Cluster", name, None, opts)
@@ -579,18 +567,4 @@ class AwsCluster(pulumi.ComponentResource):
 
 def deploy(inputs: StackInputs) -> AwsCluster:
     """The program: one AwsCluster from the plan, and the stack outputs clusterctl reads."""
-    plan = inputs.plan
-    cluster = AwsCluster(
-        plan.cluster.name,
-        AwsClusterArgs(plan=plan, ssh_public_key=inputs.ssh_public_key, host_keys=inputs.host_keys),
-    )
-    cloud = plan.cloud
-    assert cloud is not None
-    pulumi.export(OUT_NODES, cluster.nodes)
-    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
-    pulumi.export(OUT_SSH_USER, cloud.ssh_user)
-    pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
-    pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})
-    if cluster.bastion_address is not None:
-        pulumi.export(OUT_BASTION, {"address": cluster.bastion_address, "user": cloud.ssh_user, "name": BASTION_KEY})
-    return cluster
+    return deploy_cloud(AwsCluster, inputs)

@@ -32,22 +32,20 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure
 from clusterctl_stack import (
-    OUT_BASTION,
-    OUT_HOST_KEYS,
-    OUT_LUSTRE,
-    OUT_NODE_IMAGES,
+    BASTION_KEY,
     OUT_NODES,
-    OUT_SSH_USER,
+    CloudCluster,
+    CloudClusterArgs,
     HostKey,
     StackInputs,
     cloud_init,
+    deploy_cloud,
     group_image,
     ssh_sources,
 )
 
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
 
-BASTION_KEY = "bastion"
 SSH_PRIORITY = 100
 LUSTRE_FS = "lustrefs"  # Azure Managed Lustre always names its file system so
 MAINTENANCE: azure.storagecache.AmlFilesystemMaintenanceWindowArgsDict = {
@@ -395,22 +393,12 @@ class AzureManagedLustre(pulumi.ComponentResource):
         self.register_outputs({"source": self.source})
 
 
-@dataclass
-class AzureClusterArgs:
-    """Inputs of :class:`AzureCluster`."""
-
-    plan: Plan
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
+# The inputs every cloud's cluster component takes.
+AzureClusterArgs = CloudClusterArgs
 
 
-class AzureCluster(pulumi.ComponentResource):
+class AzureCluster(CloudCluster):
     """Everything of one clusterctl cluster on Azure."""
-
-    nodes: pulumi.Output[dict[str, str]]
-    node_images: pulumi.Output[dict[str, str]]
-    lustre: dict[str, pulumi.Output[str]]
-    bastion_address: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: AzureClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:azure:Cluster", name, None, opts)
@@ -508,18 +496,4 @@ class AzureCluster(pulumi.ComponentResource):
 
 def deploy(inputs: StackInputs) -> AzureCluster:
     """The program: one AzureCluster from the plan, and the stack outputs clusterctl reads."""
-    plan = inputs.plan
-    cluster = AzureCluster(
-        plan.cluster.name,
-        AzureClusterArgs(plan=plan, ssh_public_key=inputs.ssh_public_key, host_keys=inputs.host_keys),
-    )
-    cloud = plan.cloud
-    assert cloud is not None
-    pulumi.export(OUT_NODES, cluster.nodes)
-    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
-    pulumi.export(OUT_SSH_USER, cloud.ssh_user)
-    pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
-    pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})
-    if cluster.bastion_address is not None:
-        pulumi.export(OUT_BASTION, {"address": cluster.bastion_address, "user": cloud.ssh_user, "name": BASTION_KEY})
-    return cluster
+    return deploy_cloud(AzureCluster, inputs)

@@ -1,19 +1,10 @@
-"""Pulumi entry point of the clusterctl baremetal program: the cluster from the rendered plan.
-
-The components live in clusterctl_baremetal.py; inputs and output keys shared by all programs in
-../common/clusterctl_stack.py.
-"""
+"""Pulumi entry point of the clusterctl baremetal program: the cluster from the rendered plan."""
 
 import sys
 from pathlib import Path
 
-# The program's own folder and ../common are not packages on sys.path when Pulumi runs it.
-HERE = Path(__file__).resolve().parent
-for folder in (HERE, HERE.parent / "common"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+# Pulumi runs the program from its folder; it and ../common (clusterctl_stack) are not packages.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "common")]
+from clusterctl_stack import run_program  # noqa: E402
 
-from clusterctl_baremetal import deploy  # noqa: E402
-from clusterctl_stack import load_inputs  # noqa: E402
-
-deploy(load_inputs())
+run_program("clusterctl_baremetal")

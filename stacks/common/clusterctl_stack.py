@@ -16,13 +16,14 @@ providers' own switches), and disks are encrypted (see each program).
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import yaml
@@ -45,6 +46,8 @@ OUT_BASTION = "bastion"  # {"address": public address, "user": ..., "hostKey": .
 OUT_LUSTRE = "lustre"  # tier name -> {"source": "<mgs>@tcp:/<fsname>", "mount": ...}
 OUT_SSH_USER = "sshUser"
 OUT_NODE_IMAGES = "nodeImages"  # hostname -> the image the instance was made from (the cloud's answer)
+# The bastion's entry in the host keys clusterctl generates (clusterctl:hostKeys).
+BASTION_KEY = "bastion"
 
 
 @dataclass
@@ -203,3 +206,48 @@ def ssh_sources(cloud: CloudPlan, sources: Iterable[str], rule: str) -> list[str
             "world only when the spec says `allow_world_ssh: true` on the provider (rule CLD011)"
         )
     return out
+
+
+@dataclass
+class CloudClusterArgs:
+    """Inputs of a cloud program's cluster component (AwsCluster, GcpCluster, AzureCluster)."""
+
+    plan: Plan
+    ssh_public_key: str
+    host_keys: dict[str, HostKey] = field(default_factory=dict)
+
+
+class CloudCluster(pulumi.ComponentResource):
+    """What every cloud's cluster component gives clusterctl; each cloud's subclass makes the resources."""
+
+    nodes: pulumi.Output[dict[str, str]]
+    node_images: pulumi.Output[dict[str, str]]
+    lustre: dict[str, pulumi.Output[str]]
+    bastion_address: pulumi.Output[str] | None
+
+
+ClusterT = TypeVar("ClusterT", bound=CloudCluster)
+
+
+def deploy_cloud(component: type[ClusterT], inputs: StackInputs) -> ClusterT:
+    """A cloud program: its cluster component from the plan, and the stack outputs clusterctl reads."""
+    plan = inputs.plan
+    cluster = component(
+        plan.cluster.name,
+        CloudClusterArgs(plan=plan, ssh_public_key=inputs.ssh_public_key, host_keys=inputs.host_keys),
+    )
+    cloud = plan.cloud
+    assert cloud is not None
+    pulumi.export(OUT_NODES, cluster.nodes)
+    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
+    pulumi.export(OUT_SSH_USER, cloud.ssh_user)
+    pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
+    pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})
+    if cluster.bastion_address is not None:
+        pulumi.export(OUT_BASTION, {"address": cluster.bastion_address, "user": cloud.ssh_user, "name": BASTION_KEY})
+    return cluster
+
+
+def run_program(module: str) -> None:
+    """A program's ``__main__``: ``module``'s ``deploy`` on the inputs clusterctl set for the stack."""
+    importlib.import_module(module).deploy(load_inputs())

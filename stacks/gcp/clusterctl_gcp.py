@@ -50,15 +50,14 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 from clusterctl_stack import (
-    OUT_BASTION,
-    OUT_HOST_KEYS,
-    OUT_LUSTRE,
-    OUT_NODE_IMAGES,
+    BASTION_KEY,
     OUT_NODES,
-    OUT_SSH_USER,
+    CloudCluster,
+    CloudClusterArgs,
     HostKey,
     StackInputs,
     cloud_init,
+    deploy_cloud,
     group_image,
     ssh_sources,
 )
@@ -66,7 +65,6 @@ from clusterctl_stack import (
 from clusterctl.plan.cloud import nic_subnetwork
 from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
 
-BASTION_KEY = "bastion"
 # Cluster Toolkit sets MTU 8244 on the A3 networks (gVNIC jumbo frames); TCPXO needs it.
 GPU_MTU = 8244
 PSA_PREFIX_LENGTH = 20  # private service access range for Managed Lustre
@@ -405,22 +403,12 @@ class GcpManagedLustre(pulumi.ComponentResource):
         self.register_outputs({"source": self.source})
 
 
-@dataclass
-class GcpClusterArgs:
-    """Inputs of :class:`GcpCluster`."""
-
-    plan: Plan
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
+# The inputs every cloud's cluster component takes.
+GcpClusterArgs = CloudClusterArgs
 
 
-class GcpCluster(pulumi.ComponentResource):
+class GcpCluster(CloudCluster):
     """Everything of one clusterctl cluster on Google Cloud."""
-
-    nodes: pulumi.Output[dict[str, str]]
-    node_images: pulumi.Output[dict[str, str]]
-    lustre: dict[str, pulumi.Output[str]]
-    bastion_address: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: GcpClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:gcp:Cluster", name, None, opts)
@@ -524,18 +512,4 @@ class GcpCluster(pulumi.ComponentResource):
 
 def deploy(inputs: StackInputs) -> GcpCluster:
     """The program: one GcpCluster from the plan, and the stack outputs clusterctl reads."""
-    plan = inputs.plan
-    cluster = GcpCluster(
-        plan.cluster.name,
-        GcpClusterArgs(plan=plan, ssh_public_key=inputs.ssh_public_key, host_keys=inputs.host_keys),
-    )
-    cloud = plan.cloud
-    assert cloud is not None
-    pulumi.export(OUT_NODES, cluster.nodes)
-    pulumi.export(OUT_NODE_IMAGES, cluster.node_images)
-    pulumi.export(OUT_SSH_USER, cloud.ssh_user)
-    pulumi.export(OUT_HOST_KEYS, {name: key.public for name, key in inputs.host_keys.items()})
-    pulumi.export(OUT_LUSTRE, {name: {"source": src} for name, src in cluster.lustre.items()})
-    if cluster.bastion_address is not None:
-        pulumi.export(OUT_BASTION, {"address": cluster.bastion_address, "user": cloud.ssh_user, "name": BASTION_KEY})
-    return cluster
+    return deploy_cloud(GcpCluster, inputs)
