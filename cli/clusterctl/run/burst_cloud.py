@@ -573,10 +573,11 @@ def destroy_cloud_group(plan: Plan, group: str, build_dir: Path, state_dir: Path
 
 
 def destroy_cloud_bases(plan: Plan, build_dir: Path, state_dir: Path, events: EventBus) -> list[str]:
-    """For ``clusterctl down``: delete every cloud burst group's base (made by :func:`prepare_cloud_groups`).
+    """For ``clusterctl down``: delete every cloud burst group: its instances (the ``nodes`` stack,
+    with the group's active set and inventory), then its base (made by :func:`prepare_cloud_groups`).
 
     Returns:
-        The groups whose base was destroyed.
+        The groups destroyed.
 
     Raises:
         ProviderError: the Pulumi CLI is missing or a destroy failed (burst instances still
@@ -587,6 +588,7 @@ def destroy_cloud_bases(plan: Plan, build_dir: Path, state_dir: Path, events: Ev
         return []
     _require_cli("destroy burst group bases", groups)
     for group in groups:
+        destroy_cloud_group(plan, group, build_dir, state_dir, events)
         stack = PulumiStack(plan, build_dir, state_dir, events=events, target=base_target(plan, group))
         try:
             summary = stack.destroy()

@@ -248,12 +248,19 @@ def test_no_cloud_burst_group_no_base(base_stack: type[BaseStack], tmp_path: Pat
     assert base_stack.made == []
 
 
-def test_down_destroys_the_bases_and_says_why_it_cannot(base_stack: type[BaseStack], tmp_path: Path) -> None:
+def test_down_destroys_the_instances_then_the_bases_and_says_why_it_cannot(
+    base_stack: type[BaseStack], tmp_path: Path
+) -> None:
     burst_plan = load_and_validate(EXAMPLES / "aws-burst.yaml").plan
+    burst_cloud.write_state(tmp_path, "gpu-b", burst_cloud.GroupState(active=["gpu-b001"]))
     assert burst_cloud.destroy_cloud_bases(burst_plan, tmp_path, tmp_path, EventBus()) == ["gpu-b"]
-    assert [m[0] for m in base_stack.made] == ["destroy"]
+    assert [(m[0], m[1]) for m in base_stack.made] == [
+        ("destroy", burst_cloud.burst_target(burst_plan, "gpu-b", []).stack),
+        ("destroy", burst_cloud.base_target(burst_plan, "gpu-b").stack),
+    ]
+    assert not burst_cloud.state_path(tmp_path, "gpu-b").exists()
     base_stack.fail_destroy = True
-    with pytest.raises(ProviderError, match="suspend them first"):
+    with pytest.raises(ProviderError, match="DependencyViolation"):
         burst_cloud.destroy_cloud_bases(burst_plan, tmp_path, tmp_path, EventBus())
 
 
