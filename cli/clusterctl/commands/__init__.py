@@ -10,6 +10,7 @@ from clusterctl.commands.burst import burst_group
 from clusterctl.commands.check_output import check_output_cmd
 from clusterctl.commands.down import down_cmd
 from clusterctl.commands.fabric import fabric_group
+from clusterctl.commands.heal import heal_cmd
 from clusterctl.commands.image import image_group
 from clusterctl.commands.plan import plan_cmd
 from clusterctl.commands.render import render_cmd
@@ -37,3 +38,4 @@ cli.add_command(burst_group)
 cli.add_command(check_output_cmd)
 cli.add_command(verify_cmd)
 cli.add_command(image_group)
+cli.add_command(heal_cmd)

@@ -1,0 +1,153 @@
+"""Health-gated return to service: a node clusterctl drained comes back only once it is healthy.
+
+The contract is the drain reason's prefix. A reason that starts with ``clusterctl``
+(``clusterctl-verify:`` from verify, ``clusterctl-health:`` from the node's health check,
+``clusterctl:upgrade``, ...) marks a drain clusterctl made and may undo; any other reason is an
+admin's, and such a node is never touched. A clusterctl-drained node runs its health check (the
+cluster's HealthCheckProgram, with every probe it has); only when it passes is the node resumed.
+An unhealthy node stays drained (the health check puts its own reason on it).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from clusterctl.plan.models import Plan
+from clusterctl.render.health import HEALTHCHECK_PATH
+from clusterctl.run.jobs import Executor, run_many
+from clusterctl.spec.findings import Finding, Level
+from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
+from clusterctl.verify.result import ParseError
+
+CLUSTERCTL_PREFIX = "clusterctl"
+NODES_COMMAND = "scontrol show node -o"
+HEALTH_TIMEOUT_S = 120.0
+SCONTROL_TIMEOUT_S = 60.0
+
+
+class HealError(Exception):
+    """Slurm's node list could not be read; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Drained:
+    """A drained (or draining) node and why."""
+
+    host: str
+    reason: str
+
+    @property
+    def ours(self) -> bool:
+        """Drained by clusterctl (the reason's prefix), so clusterctl may resume it."""
+        return self.reason.startswith(CLUSTERCTL_PREFIX)
+
+
+def drained_nodes(nodes: tuple[SlurmNode, ...], plan: Plan) -> list[Drained]:
+    """The plan's compute nodes Slurm has drained or is draining, in plan order."""
+    by_name = {node.name: node for node in nodes}
+    out = []
+    for planned in plan.nodes:
+        node = by_name.get(planned.hostname)
+        if planned.role == "compute" and node is not None and node.drained:
+            out.append(Drained(planned.hostname, node.reason))
+    return out
+
+
+def resume_command(host: str) -> str:
+    """``scontrol update nodename=HOST state=resume``, quoted for the shell."""
+    return f"scontrol update nodename={shlex.quote(host)} state=resume"
+
+
+def _last_line(*texts: str) -> str:
+    for text in texts:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1][:300]
+    return ""
+
+
+def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False) -> list[Finding]:
+    """Health-check every node clusterctl drained and resume those that pass; leave the rest.
+
+    Returns:
+        One finding per drained node: ``heal.resumed`` (info), ``heal.unhealthy`` (error: still
+        drained), ``heal.foreign`` (info: an admin's drain, untouched), ``heal.ready`` (info:
+        healthy, not resumed under ``dry_run``).
+
+    Raises:
+        HealError: ``scontrol show node`` failed or printed no node.
+    """
+    rc, out, err = executor.run(launcher, NODES_COMMAND, SCONTROL_TIMEOUT_S)
+    if rc != 0:
+        raise HealError(f"{NODES_COMMAND} on {launcher} failed: {_last_line(err, out) or f'exit {rc}'}")
+    try:
+        drained = drained_nodes(parse_scontrol_nodes(out), plan)
+    except ParseError as exc:
+        raise HealError(f"{NODES_COMMAND} on {launcher}: {exc}") from None
+    findings = [
+        Finding(
+            code="heal.foreign",
+            level=Level.INFO,
+            node=d.host,
+            message=f"{d.host} left drained: its reason is not clusterctl's ({d.reason or 'none given'}).",
+            hint="Resume it by hand when you are done (scontrol update nodename=... state=resume).",
+        )
+        for d in drained
+        if not d.ours
+    ]
+    ours = [d for d in drained if d.ours]
+    checks = run_many(executor, [(d.host, HEALTHCHECK_PATH, HEALTH_TIMEOUT_S) for d in ours])
+    healthy = [d for d, (rc, _o, _e) in zip(ours, checks, strict=True) if rc == 0]
+    for d, (rc, check_out, check_err) in zip(ours, checks, strict=True):
+        if rc != 0:
+            why = _last_line(check_err, check_out) or f"exit {rc}"
+            findings.append(
+                Finding(
+                    code="heal.unhealthy",
+                    level=Level.ERROR,
+                    node=d.host,
+                    message=f"{d.host} stays drained: its health check failed ({why}).",
+                    hint="Repair the node; the next heal resumes it once its health check passes.",
+                    data={"reason": d.reason},
+                )
+            )
+    if dry_run:
+        findings += [
+            Finding(
+                code="heal.ready",
+                level=Level.INFO,
+                node=d.host,
+                message=f"{d.host} is healthy and would be resumed (drained: {d.reason}).",
+            )
+            for d in healthy
+        ]
+        return _in_plan_order(findings, plan)
+    resumed = run_many(executor, [(launcher, resume_command(d.host), SCONTROL_TIMEOUT_S) for d in healthy])
+    for d, (rc, res_out, res_err) in zip(healthy, resumed, strict=True):
+        if rc == 0:
+            findings.append(
+                Finding(
+                    code="heal.resumed",
+                    level=Level.INFO,
+                    node=d.host,
+                    message=f"{d.host} resumed: its health check passed (drained: {d.reason}).",
+                    data={"reason": d.reason},
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    code="heal.unhealthy",
+                    level=Level.ERROR,
+                    node=d.host,
+                    message=f"{d.host} is healthy but scontrol did not resume it: {_last_line(res_err, res_out)}.",
+                    data={"reason": d.reason},
+                )
+            )
+    return _in_plan_order(findings, plan)
+
+
+def _in_plan_order(findings: list[Finding], plan: Plan) -> list[Finding]:
+    order = {node.hostname: i for i, node in enumerate(plan.nodes)}
+    return sorted(findings, key=lambda f: order.get(f.node or "", len(order)))

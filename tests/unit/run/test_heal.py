@@ -1,0 +1,114 @@
+"""heal: the drain reason's prefix is the contract; a clusterctl drain is undone only when healthy.
+
+Nodes answer through a replaying executor (`scontrol show node -o` in Slurm 22.05's format, the
+health check's exit status), so every branch is driven by what a node would say.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from clusterctl.commands import cli
+from clusterctl.pipeline import load_and_validate
+from clusterctl.render.health import HEALTHCHECK_PATH
+from clusterctl.run import heal as heal_module
+from clusterctl.run.heal import NODES_COMMAND, HealError, heal, resume_command
+from clusterctl.spec.findings import Level
+from clusterctl.verify.base import launcher_host
+from tests.cli.test_report_schema import _conforms
+from tests.conftest import EXAMPLES
+from tests.verify_testkit import ReplayExecutor, scontrol_node
+
+PLAN = load_and_validate(EXAMPLES / "local.yaml").plan
+LAUNCHER = launcher_host(PLAN)
+DRAINS = {
+    "gpu001": ("IDLE+DRAIN", "clusterctl-verify: nccl.all_reduce: bus bandwidth 310 GB/s under 360"),
+    "gpu002": ("IDLE+DRAIN", "fan replaced, waiting for burn-in"),
+    "gpu003": ("MIXED+DRAIN", "clusterctl-health: gpu: 7 of 8 GPUs present"),
+    "gpu004": ("IDLE", ""),
+}
+
+
+def _cluster(healthy: set[str], *, drains: dict[str, tuple[str, str]] = DRAINS, resume_rc: int = 0) -> ReplayExecutor:
+    listing = "".join(scontrol_node(h, state=s, reason=r) for h, (s, r) in drains.items())
+
+    def answer(host: str, command: str) -> tuple[int, str, str]:
+        if command == NODES_COMMAND:
+            return (0, listing, "") if host == LAUNCHER else (1, "", "not the launcher")
+        if command == HEALTHCHECK_PATH:
+            return (0, "", "") if host in healthy else (1, "", "clusterctl-health: gpu: 7 of 8 GPUs present")
+        if command.startswith("scontrol update") and host == LAUNCHER:
+            return resume_rc, "", "" if resume_rc == 0 else "slurm_update error: Invalid node state specified"
+        return 127, "", "unexpected"
+
+    return ReplayExecutor(answer)
+
+
+def _codes(findings: list) -> dict[str, str]:
+    return {f.node: f.code for f in findings}
+
+
+def test_healthy_clusterctl_drains_are_resumed_and_an_admins_drain_is_not_touched() -> None:
+    node = _cluster(healthy={"gpu001", "gpu002", "gpu003"})
+    findings = heal(PLAN, node, LAUNCHER)
+
+    assert _codes(findings) == {"gpu001": "heal.resumed", "gpu002": "heal.foreign", "gpu003": "heal.resumed"}
+    assert node.commands("scontrol update") == [
+        (LAUNCHER, resume_command("gpu001")),
+        (LAUNCHER, resume_command("gpu003")),
+    ]
+    # The admin's node is never even health-checked; an undrained node neither.
+    assert {h for h, c in node.calls if c == HEALTHCHECK_PATH} == {"gpu001", "gpu003"}
+    foreign = next(f for f in findings if f.node == "gpu002")
+    assert "fan replaced, waiting for burn-in" in foreign.message
+
+
+def test_an_unhealthy_node_stays_drained_with_the_health_checks_reason() -> None:
+    node = _cluster(healthy={"gpu001"})
+    findings = heal(PLAN, node, LAUNCHER)
+
+    assert _codes(findings)["gpu003"] == "heal.unhealthy"
+    assert next(f for f in findings if f.node == "gpu003").level is Level.ERROR
+    assert "7 of 8 GPUs present" in next(f for f in findings if f.node == "gpu003").message
+    assert (LAUNCHER, resume_command("gpu003")) not in node.calls
+
+
+def test_dry_run_resumes_nothing() -> None:
+    node = _cluster(healthy={"gpu001", "gpu003"})
+    findings = heal(PLAN, node, LAUNCHER, dry_run=True)
+    assert _codes(findings) == {"gpu001": "heal.ready", "gpu002": "heal.foreign", "gpu003": "heal.ready"}
+    assert node.commands("scontrol update") == []
+
+
+def test_a_resume_scontrol_refuses_is_an_error() -> None:
+    node = _cluster(healthy={"gpu001", "gpu003"}, resume_rc=1)
+    findings = heal(PLAN, node, LAUNCHER)
+    assert _codes(findings)["gpu001"] == "heal.unhealthy"
+    assert "Invalid node state" in next(f for f in findings if f.node == "gpu001").message
+
+
+def test_slurm_unreachable_changes_nothing() -> None:
+    node = ReplayExecutor(lambda h, c: (1, "", "slurm_load_node error: Unable to contact slurm controller"))
+    with pytest.raises(HealError, match="Unable to contact slurm controller"):
+        heal(PLAN, node, LAUNCHER)
+    assert node.calls == [(LAUNCHER, NODES_COMMAND)]
+
+
+def test_the_command_exits_1_while_a_node_stays_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    node = _cluster(healthy={"gpu001"})
+    monkeypatch.setattr("clusterctl.commands.heal.executor_for", lambda plan, state: node)
+    result = CliRunner().invoke(cli, ["heal", str(EXAMPLES / "local.yaml"), "--output", "json"])
+
+    assert result.exit_code == 1
+    data = _conforms(result.stdout, "heal")  # docs/schemas/report.schema.json
+    assert data["ok"] is False
+    assert {f["node"]: f["code"] for f in data["findings"]} == _codes(heal(PLAN, _cluster({"gpu001"}), LAUNCHER))
+
+
+def test_reason_prefix_is_the_contract() -> None:
+    assert heal_module.CLUSTERCTL_PREFIX == "clusterctl"
+    for reason in ("clusterctl-verify: x", "clusterctl-health: y", "clusterctl:upgrade"):
+        assert heal_module.Drained("n", reason).ours
+    for reason in ("", "Clusterctl", "admin: clusterctl-verify: x", "maintenance"):
+        assert not heal_module.Drained("n", reason).ours
