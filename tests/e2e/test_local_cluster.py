@@ -228,6 +228,35 @@ def test_a_service_that_does_not_start_fails_up_with_its_cause_on_screen(local_c
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
 
 
+@pytest.mark.order(83)
+def test_a_broken_apt_source_fails_up_with_apts_error_and_the_retry_finishes(local_cluster: LocalCluster) -> None:
+    """Both stages on every node (`--no-image`), one node missing a package behind a dead apt source."""
+    victim, source = "gpu004", "/etc/apt/sources.list.d/zz-e2e-broken.list"
+    broken = local_cluster.exec(
+        victim,
+        "apt-get remove -y -qq chrony >/dev/null && rm -rf /var/lib/apt/lists/* "
+        f"&& echo 'deb http://127.0.0.1:9/debian bookworm main' > {source}",
+        timeout=300,
+    )
+    assert broken.returncode == 0, broken.stderr
+    try:
+        result = local_cluster.up("--no-image", timeout=1200)
+        output = result.stdout + result.stderr
+        save_artifact("e2e-broken-apt-up.log", output)
+        assert result.returncode == 1, output[-3000:]
+        summary = output[output.index("Failed:") :].splitlines()
+        assert len(summary) <= 25, "\n".join(summary)
+        text = "\n".join(summary)
+        assert f"{victim}: failed in task 'Install the missing ones'" in text
+        assert f"on {victim}: E:Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/" in text
+    finally:
+        local_cluster.exec(victim, f"rm -f {source}")
+    again = local_cluster.up("--no-image", timeout=1200)
+    save_artifact("e2e-broken-apt-retry-up.log", again.stdout + again.stderr)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert local_cluster.exec(victim, "dpkg-query -W -f '${Status}' chrony").stdout == "install ok installed"
+
+
 # ansible-core 2.19+ stores a host's cached facts as a JSON string under this key; older versions
 # store the facts themselves.
 _FACT_PAYLOAD = "__payload__"
