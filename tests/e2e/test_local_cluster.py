@@ -112,6 +112,13 @@ def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
     save_artifact("e2e-up-seconds.txt", f"first {local_cluster.first_up_seconds:.0f} s, no-change {seconds:.0f} s\n")
 
 
+@pytest.mark.order(21)
+def test_diff_of_the_unchanged_cluster_says_no_changes(local_cluster: LocalCluster) -> None:
+    result = local_cluster.cli("diff", str(local_cluster.spec_path), "--out", str(local_cluster.build_dir))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no changes" in result.stdout + result.stderr
+
+
 @pytest.mark.order(30)
 def test_invalid_spec_creates_nothing(local_cluster: LocalCluster, tmp_path: Path) -> None:
     text = (

@@ -8,6 +8,7 @@ from clusterctl import __version__
 from clusterctl.app import App
 from clusterctl.commands.burst import burst_group
 from clusterctl.commands.check_output import check_output_cmd
+from clusterctl.commands.diff import diff_cmd
 from clusterctl.commands.down import down_cmd
 from clusterctl.commands.fabric import fabric_group
 from clusterctl.commands.heal import heal_cmd
@@ -39,3 +40,4 @@ cli.add_command(check_output_cmd)
 cli.add_command(verify_cmd)
 cli.add_command(image_group)
 cli.add_command(heal_cmd)
+cli.add_command(diff_cmd)

@@ -1,0 +1,179 @@
+"""What the next ``clusterctl up`` would do to a running cluster, without doing it.
+
+The running cluster is what the last ``up`` applied: the build directory it recorded in the state
+directory (every rendered file, and ``plan.json``, the plan it applied) and the machines the
+provider reports now. The spec is validated, planned and rendered in memory, then compared:
+
+* nodes to create (in the plan, no machine) and to remove (in the applied plan, not in the new);
+* every rendered file that would change, with what applying it does to the cluster (a Slurm
+  reconfigure, a daemon restart, a remount) and whether nodes must drain for it;
+* pinned versions that change (a rolling upgrade: every node of the stack drains in turn).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterctl.plan.models import Plan
+from clusterctl.render.tree import RenderedFile
+
+# What writing a rendered file does to a live cluster, by the file's place in the build directory
+# (first match wins). drain: nodes drain before it is applied.
+EFFECTS: tuple[tuple[str, str, bool], ...] = (
+    ("slurm/gres.conf", "slurmd restarted on the compute nodes (running jobs keep running)", False),
+    ("slurm/", "Slurm reconfigured (scontrol reconfigure; running jobs keep running)", False),
+    ("storage/", "mounts changed: the nodes that mount them drain first, then remount", True),
+    ("nccl/", "written on the GPU nodes; jobs started after it read it", False),
+    ("health/", "the node health check replaced (slurmd runs the new one at its next interval)", False),
+    ("monitoring/", "the monitoring configuration replaced and its services reloaded", False),
+    ("ansible/", "the configuration run's inventory and variables", False),
+    ("hosts", "/etc/hosts rewritten on every node", False),
+)
+OTHER_EFFECT = ("written on the nodes that use it", False)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing ``up`` would change.
+
+    Attributes:
+        kind: ``node-create``, ``node-remove``, ``file`` or ``version``.
+        subject: The node, the build directory path or the versions key.
+        action: What ``up`` does about it, in words.
+        drain: Nodes drain for it (a version bump, a changed mount, a removed node).
+        detail: Old and new values where there are some.
+    """
+
+    kind: str
+    subject: str
+    action: str
+    drain: bool = False
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "action": self.action,
+            "drain": self.drain,
+            "detail": dict(self.detail),
+        }
+
+
+def effect_of(path: str) -> tuple[str, bool]:
+    """What writing the rendered file at ``path`` does to a live cluster, and whether nodes drain."""
+    for prefix, action, drain in EFFECTS:
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return action, drain
+    return OTHER_EFFECT
+
+
+def applied_plan(build_dir: Path) -> Plan | None:
+    """The plan the last ``up`` applied (``plan.json`` in its build directory), None when there is none."""
+    path = build_dir / "plan.json"
+    if not path.is_file():
+        return None
+    try:
+        return Plan.model_validate_json(path.read_text())
+    except ValueError:
+        return None
+
+
+def applied_files(build_dir: Path, files: Sequence[RenderedFile]) -> dict[str, bytes | None]:
+    """The applied content of each of ``files`` (None where the build directory lacks it)."""
+    out: dict[str, bytes | None] = {}
+    for file in files:
+        path = build_dir / file.path
+        out[file.path] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return out
+
+
+# Rendered files that no node reads: the plan record itself.
+NOT_ON_NODES = frozenset({"plan.json", "DO_NOT_EDIT"})
+
+
+def changes(
+    new: Plan,
+    files: Sequence[RenderedFile],
+    applied: Plan | None,
+    applied_content: Mapping[str, bytes | None],
+    machines: Mapping[str, str],
+) -> list[Change]:
+    """Everything ``up`` would change, nodes first, then versions, then files (in render order).
+
+    Args:
+        new: The plan of the spec as it is now.
+        files: Its rendered files.
+        applied: The plan the last ``up`` applied (None: never applied, or its build dir is gone).
+        applied_content: The applied content of each rendered path (None: not there).
+        machines: The provider's machine state per node (``running``, ``stopped``, ``missing``).
+    """
+    out: list[Change] = []
+    for node in new.nodes:
+        if not node.burst and machines.get(node.hostname, "missing") == "missing":
+            out.append(Change("node-create", node.hostname, f"create {node.hostname} and configure it", False))
+    if applied is not None:
+        kept = {n.hostname for n in new.nodes}
+        for node in applied.nodes:
+            if node.hostname not in kept and not node.burst:
+                out.append(
+                    Change(
+                        "node-remove",
+                        node.hostname,
+                        f"drain {node.hostname}, wait for its jobs, then remove it",
+                        True,
+                    )
+                )
+        old, now = applied.cluster.versions, new.cluster.versions
+        for key in sorted(set(old) | set(now)):
+            if old.get(key) != now.get(key):
+                out.append(
+                    Change(
+                        "version",
+                        key,
+                        "rolling upgrade: the nodes that run it drain in turn (clusterctl:upgrade), are "
+                        "converged and health-checked, then resumed",
+                        True,
+                        {"applied": old.get(key), "spec": now.get(key)},
+                    )
+                )
+    if applied is None and not any(applied_content.values()):
+        count = sum(1 for f in files if f.path not in NOT_ON_NODES)
+        out.append(Change("file", "*", f"every generated file written ({count}): no earlier up recorded"))
+        return out
+    for file in files:
+        before = applied_content.get(file.path)
+        if file.path in NOT_ON_NODES or (before is not None and before == file.text.encode()):
+            continue
+        action, drain = effect_of(file.path)
+        out.append(Change("file", file.path, action if before is not None else f"new file: {action}", drain))
+    return out
+
+
+def describe(found: Sequence[Change]) -> list[str]:
+    """One line per change, for the terminal."""
+    lines = []
+    for change in found:
+        mark = " [drain]" if change.drain else ""
+        detail = ""
+        if change.kind == "version":
+            detail = f" {change.detail.get('applied')} -> {change.detail.get('spec')}"
+        lines.append(f"{change.kind:<12} {change.subject}{detail}: {change.action}{mark}")
+    return lines
+
+
+def as_json(found: Sequence[Change], applied_from: Path | None) -> str:
+    """The JSON document ``diff --output json`` prints."""
+    return json.dumps(
+        {
+            "changes": [c.to_dict() for c in found],
+            "applied_build_dir": str(applied_from) if applied_from else None,
+            "drain": sorted({c.subject for c in found if c.drain and c.kind.startswith("node")}),
+        },
+        indent=2,
+    )

@@ -1,0 +1,129 @@
+"""diff: what the next `up` would change, from the applied render and plan against the spec's.
+
+Each case renders the applied cluster from one spec and the spec from a changed copy of it,
+both with the real planner and renderer, so the lists below are what the files really do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from clusterctl.commands import cli
+from clusterctl.pipeline import load_and_validate, render
+from clusterctl.render import render_files
+from clusterctl.run.diff import Change, applied_files, applied_plan, changes, effect_of
+from tests.specs import example_data, group, write_spec
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _local() -> dict[str, Any]:
+    return example_data("local.yaml")
+
+
+def _diff(tmp_path: Path, mutation: Mutation | None = None, *, running: bool = True) -> list[Change]:
+    applied_spec = write_spec(tmp_path, _local())
+    build, _ = render(load_and_validate(applied_spec), tmp_path / "build")
+    data = _local()
+    if mutation:
+        mutation(data)
+    plan = load_and_validate(write_spec(tmp_path, data)).plan
+    files = render_files(plan)
+    applied = applied_plan(build)
+    assert applied is not None
+    machines = {n.hostname: "running" for n in applied.nodes} if running else {}
+    return changes(plan, files, applied, applied_files(build, files), machines)
+
+
+def _summary(found: list[Change]) -> set[tuple[str, str, bool]]:
+    return {(c.kind, c.subject, c.drain) for c in found}
+
+
+def test_an_unchanged_cluster_has_no_changes(tmp_path: Path) -> None:
+    assert _diff(tmp_path) == []
+
+
+def test_a_gpu_node_added_is_created_and_slurm_reconfigured_without_drains(tmp_path: Path) -> None:
+    found = _diff(tmp_path, lambda d: group(d, "gpu").update(count=5))
+    assert ("node-create", "gpu005", False) in _summary(found)
+    files = {c.subject: c for c in found if c.kind == "file"}
+    assert files["slurm/slurm.conf"].action.startswith("Slurm reconfigured")
+    assert "hosts" in files
+    assert not any(c.drain for c in found)
+
+
+def test_a_node_removed_drains_it_first(tmp_path: Path) -> None:
+    found = _diff(tmp_path, lambda d: group(d, "gpu").update(count=3))
+    (removed,) = [c for c in found if c.kind == "node-remove"]
+    assert (removed.subject, removed.drain) == ("gpu004", True)
+    assert removed.action == "drain gpu004, wait for its jobs, then remove it"
+
+
+def test_a_version_bump_is_a_rolling_upgrade(tmp_path: Path) -> None:
+    def bump(data: dict[str, Any]) -> None:
+        data["versions"]["enroot"] = "3.5.1"
+
+    found = _diff(tmp_path, bump)
+    (version,) = [c for c in found if c.kind == "version"]
+    assert (version.subject, version.drain) == ("enroot", True)
+    assert version.detail == {"applied": "3.5.0", "spec": "3.5.1"}
+    assert "clusterctl:upgrade" in version.action
+
+
+def test_a_cluster_never_brought_up_creates_every_node(tmp_path: Path) -> None:
+    found = _diff(tmp_path, running=False)
+    assert {c.subject for c in found if c.kind == "node-create"} == {
+        "ctl001",
+        "login001",
+        "gpu001",
+        "gpu002",
+        "gpu003",
+        "gpu004",
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "drain"),
+    [
+        ("storage/lnet.conf", True),
+        ("slurm/gres.conf", False),
+        ("slurm/slurm.conf", False),
+        ("nccl/h100.conf", False),
+        ("hosts", False),
+    ],
+)
+def test_each_file_says_what_applying_it_does(path: str, drain: bool) -> None:
+    action, drains = effect_of(path)
+    assert drains is drain
+    assert action
+
+
+def test_the_command_follows_the_detailed_exit_code_convention(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = write_spec(tmp_path, _local(), "spec.yaml")
+    build, _ = render(load_and_validate(spec), tmp_path / "build")
+    names = [n.hostname for n in load_and_validate(spec).plan.nodes]
+
+    class Running:
+        def status(self, plan: object, state_dir: Path) -> dict[str, str]:
+            return dict.fromkeys(names, "running")
+
+    monkeypatch.setattr("clusterctl.commands.diff.for_kind", lambda kind: Running())
+    args = ["diff", str(spec), "--out", str(build), "--state-dir", str(tmp_path / "state")]
+    same = CliRunner().invoke(cli, args)
+    assert same.exit_code == 0, same.output
+    assert "no changes" in same.output
+
+    data = _local()
+    group(data, "gpu")["count"] = 3
+    write_spec(tmp_path, data, "spec.yaml")
+    changed = CliRunner().invoke(cli, [*args, "--output", "json"])
+    assert changed.exit_code == 2, changed.output
+    document = json.loads(changed.stdout)
+    assert document["drain"] == ["gpu004"]
+    assert {"kind": "node-remove", "subject": "gpu004"}.items() <= document["changes"][0].items()
