@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from clusterctl.hostlist import expand
 from clusterctl.image.stage import CONFIGURE, STAGE_INVENTORY
@@ -21,6 +20,7 @@ from clusterctl.run.providers.local import slurm_cgroup_dirs
 from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES, REPO_ROOT
 from tests.e2e.conftest import LocalCluster, json_events, run_cli, save_artifact
+from tests.security.formats import ansible_yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -85,7 +85,7 @@ def test_munge_key_is_0400_everywhere(local_cluster: LocalCluster) -> None:
 
 @pytest.mark.order(14)
 def test_every_node_came_from_its_baked_image_and_ran_only_the_configure_stage(local_cluster: LocalCluster) -> None:
-    stages = yaml.safe_load((local_cluster.build_dir / STAGE_INVENTORY).read_text())["all"]["hosts"]
+    stages = ansible_yaml((local_cluster.build_dir / STAGE_INVENTORY).read_text())["all"]["hosts"]
     assert stages == {node.hostname: {"clusterctl_stage": CONFIGURE} for node in local_cluster.plan.nodes}
 
 

@@ -36,6 +36,12 @@ def _unsafe(loader: Any, node: Any) -> Any:
 
 _UnsafeLoader.add_constructor("!unsafe", _unsafe)
 
+
+def ansible_yaml(text: str) -> Any:
+    """A YAML file clusterctl wrote for Ansible (an inventory, group vars), ``!unsafe`` values as data."""
+    return yaml.load(text, Loader=_UnsafeLoader)
+
+
 # POSIX [[:space:]] in the C locale, as Slurm's regex sees it.
 _SP = "[ \t\n\v\f\r]"
 # src/common/parse_config.c keyvalue_pattern, as a Python regex.
