@@ -19,7 +19,7 @@ from pathlib import Path
 from clusterctl import __version__
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan
-from clusterctl.render.builddir import read_manifest
+from clusterctl.render.builddir import MANIFEST, read_manifest
 from clusterctl.run.ansible import REQUIRED_COLLECTIONS, collections_path
 from clusterctl.run.providers.base import ProviderError
 
@@ -117,10 +117,12 @@ def build_bundle(state_dir: Path) -> Path:
 
 
 def build_archive(build_dir: Path, state_dir: Path) -> Path:
-    """build.tar: the rendered files listed in the build directory's manifest (no logs, no artifacts)."""
+    """build.tar: the rendered files listed in the build directory's manifest, and the manifest (no
+    logs, no artifacts). With its manifest the copy on the controller is a build directory clusterctl
+    made, so `clusterctl burst resume` there may write its run files (logs/ansible.log) into it."""
     names = read_manifest(build_dir) or []
     target = state_dir / "burst" / "build.tar"
-    _deterministic_tar(target, [(build_dir / name, name) for name in names])
+    _deterministic_tar(target, [(build_dir / name, name) for name in [*names, MANIFEST]])
     return target
 
 
