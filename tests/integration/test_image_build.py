@@ -155,6 +155,9 @@ def test_image_build_reuse_lock_and_drift(workdir: Path) -> None:
         ids.add(docker("exec", host.container, "cat", "/etc/machine-id").stdout.strip())
         # The configure stage's file is not in the image.
         assert docker("exec", host.container, "test", "-e", "/etc/clusterctl-tiny.conf", check=False).returncode
+        # No stamp that would call the image's emptied package lists a fresh cache.
+        stamp = "/var/lib/apt/periodic/update-success-stamp"
+        assert docker("exec", host.container, "test", "-e", stamp, check=False).returncode
     assert len(ids) == 2  # every node made from the image is a machine of its own
 
     status = run("status", "spec.yaml", "-o", "json")

@@ -132,7 +132,7 @@ def boot_layer_script(os: str, with_headers: bool) -> str:
         f"printf '%s' {network} > {NETWORK_UNIT}\n"
         "systemctl enable systemd-networkd.service systemd-resolved.service ssh.service\n"
         "apt-get clean\n"
-        "rm -rf /var/lib/apt/lists/*\n"
+        "rm -rf /var/lib/apt/lists/* /var/lib/apt/periodic/update-success-stamp\n"
     )
 
 

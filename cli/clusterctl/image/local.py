@@ -48,7 +48,9 @@ CLEANUP = f"""\
 set -eu
 export DEBIAN_FRONTEND=noninteractive
 apt-get clean
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+# No lists, so no stamp of a fresh update either: apt (and Ansible's cache_valid_time) would
+# take the empty lists for an hour-fresh cache and find no package to install.
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/lib/apt/periodic/update-success-stamp
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id /var/lib/systemd/random-seed
 if [ -x /usr/sbin/sshd ]; then

@@ -46,6 +46,7 @@ DROPPED = (
     "var/cache/apt/archives/*.deb",
     "var/cache/apt/*.bin",
     "var/lib/apt/lists/*",
+    "var/lib/apt/periodic/update-success-stamp",
     "var/log/*",
     "var/tmp/*",
     "tmp/*",
