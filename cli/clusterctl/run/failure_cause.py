@@ -41,6 +41,8 @@ _UNIT_NAME = re.compile(r"^[\w@.:-]{1,200}$")
 _JOURNAL_PROBLEM = re.compile(
     r"fail|error|not found|no such|denied|cannot|can't|unable|invalid|refus|fatal|timed out", re.IGNORECASE
 )
+# systemd's line when a job on the unit begins ("Starting munge.service - MUNGE authentication service...").
+_JOB_START = re.compile(r"^(Starting|Reloading|Stopping|Restarting) \S+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -74,10 +76,15 @@ def journal_command(unit: str) -> str:
 
 
 def journal_cause(output: str) -> list[str]:
-    """The journal lines that say what went wrong (the last few), else the last lines."""
+    """The first lines that say what went wrong since the unit's last start, reload or stop (the
+    root cause comes first: "Failed to locate executable ..." before "Failed to start ..."), else
+    the last lines."""
     lines = [line for line in output.splitlines() if line.strip() and not line.startswith("-- ")]
-    problems = [line for line in lines if _JOURNAL_PROBLEM.search(line)]
-    return [shown(line) for line in (problems or lines)[-MAX_LINES:]]
+    starts = [i for i, line in enumerate(lines) if _JOB_START.match(line)]
+    episode = lines[starts[-1] + 1 :] if starts else lines
+    problems = [line for line in episode if _JOURNAL_PROBLEM.search(line)]
+    chosen = problems[:MAX_LINES] if problems else lines[-MAX_LINES:]
+    return [shown(line) for line in chosen]
 
 
 def cause_of(failure: HostFailure, executor: Executor) -> tuple[str, ...]:
@@ -111,7 +118,8 @@ def summary_lines(failures: Iterable[HostFailure]) -> list[str]:
     lines: list[str] = []
     for failure in failures[:MAX_FAILURES]:
         kind = "unreachable" if failure.unreachable else "failed"
-        lines.append(f"  {failure.host}: {kind} in task '{failure.task}': {shown(failure.message)}")
+        first = (failure.message.strip().splitlines() or [""])[0]
+        lines.append(f"  {failure.host}: {kind} in task '{failure.task}': {shown(first)}")
         lines.extend(f"    on {failure.host}: {line}" for line in failure.cause)
     if len(failures) > MAX_FAILURES:
         lines.append(f"  ({len(failures) - MAX_FAILURES} more failure(s) in the Ansible log)")

@@ -74,6 +74,26 @@ def test_a_failed_reload_shows_the_units_journal_lines_that_say_why() -> None:
     )
 
 
+def test_the_cause_is_the_first_problem_since_the_units_last_start() -> None:
+    journal = (
+        "Starting munge.service - MUNGE authentication service...\n"
+        "munge.service: Failed with result 'exit-code'.\n"
+        "Starting munge.service - MUNGE authentication service...\n"
+        "munge.service: Failed to locate executable /usr/local/sbin/check: No such file or directory\n"
+        "munge.service: Failed at step EXEC spawning /usr/local/sbin/check: No such file or directory\n"
+        "munge.service: Control process exited, code=exited, status=203/EXEC\n"
+        "munge.service: Failed with result 'exit-code'.\n"
+        "Failed to start munge.service - MUNGE authentication service.\n"
+    )
+    failure = HostFailure("gpu004", "munge : Start munge", "Job for munge.service failed.", action="systemd_service")
+    cause = cause_of(failure, Node({journal_command("munge.service"): (0, journal)}))
+    assert cause == (
+        "munge.service: munge.service: Failed to locate executable /usr/local/sbin/check: No such file or directory",
+        "munge.service: munge.service: Failed at step EXEC spawning /usr/local/sbin/check: No such file or directory",
+        "munge.service: munge.service: Failed with result 'exit-code'.",
+    )
+
+
 def test_the_unit_comes_from_the_message_when_the_task_names_none() -> None:
     failure = HostFailure("gpu001", "slurm : Start slurmd", "Job for slurmd.service failed because ...")
     assert failed_unit(failure) == "slurmd.service"
