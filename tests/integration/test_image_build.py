@@ -158,6 +158,8 @@ def test_image_build_reuse_lock_and_drift(workdir: Path) -> None:
         # No stamp that would call the image's emptied package lists a fresh cache.
         stamp = "/var/lib/apt/periodic/update-success-stamp"
         assert docker("exec", host.container, "test", "-e", stamp, check=False).returncode
+        # ... nor lists that look fresh by their directory's time (Ansible's cache_valid_time falls back to it).
+        assert docker("exec", host.container, "stat", "-c", "%Y", "/var/lib/apt/lists").stdout.strip() == "0"
     assert len(ids) == 2  # every node made from the image is a machine of its own
 
     status = run("status", "spec.yaml", "-o", "json")

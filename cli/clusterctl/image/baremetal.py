@@ -133,6 +133,7 @@ def boot_layer_script(os: str, with_headers: bool) -> str:
         "systemctl enable systemd-networkd.service systemd-resolved.service ssh.service\n"
         "apt-get clean\n"
         "rm -rf /var/lib/apt/lists/* /var/lib/apt/periodic/update-success-stamp\n"
+        "touch -d @0 /var/lib/apt/lists\n"
     )
 
 

@@ -48,9 +48,10 @@ CLEANUP = f"""\
 set -eu
 export DEBIAN_FRONTEND=noninteractive
 apt-get clean
-# No lists, so no stamp of a fresh update either: apt (and Ansible's cache_valid_time) would
-# take the empty lists for an hour-fresh cache and find no package to install.
+# No lists, so nothing may say they are fresh: Ansible's cache_valid_time reads the update stamp, else
+# the lists directory's time, and would take the empty lists for a fresh cache with nothing to install.
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/lib/apt/periodic/update-success-stamp
+touch -d @0 /var/lib/apt/lists
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id /var/lib/systemd/random-seed
 if [ -x /usr/sbin/sshd ]; then

@@ -41,8 +41,10 @@ _UNIT_NAME = re.compile(r"^[\w@.:-]{1,200}$")
 _JOURNAL_PROBLEM = re.compile(
     r"fail|error|not found|no such|denied|cannot|can't|unable|invalid|refus|fatal|timed out", re.IGNORECASE
 )
-# systemd's line when a job on the unit begins ("Starting munge.service - MUNGE authentication service...").
-_JOB_START = re.compile(r"^(Starting|Reloading|Stopping|Restarting) \S+")
+# systemd's own summary of a failed job: true, but says nothing of why.
+_GENERIC = re.compile(
+    r"Failed with result|Failed to start|Reload failed for|Control process exited|Main process exited"
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -76,15 +78,20 @@ def journal_command(unit: str) -> str:
 
 
 def journal_cause(output: str) -> list[str]:
-    """The first lines that say what went wrong since the unit's last start, reload or stop (the
-    root cause comes first: "Failed to locate executable ..." before "Failed to start ..."), else
-    the last lines."""
+    """The journal lines that say why the unit failed: the specific ones first ("Failed to locate
+    executable ...", a daemon's own error), then systemd's generic last word ("Failed to start ...")
+    if there is room; each line once, the latest occurrence; else the last lines."""
     lines = [line for line in output.splitlines() if line.strip() and not line.startswith("-- ")]
-    starts = [i for i, line in enumerate(lines) if _JOB_START.match(line)]
-    episode = lines[starts[-1] + 1 :] if starts else lines
-    problems = [line for line in episode if _JOURNAL_PROBLEM.search(line)]
-    chosen = problems[:MAX_LINES] if problems else lines[-MAX_LINES:]
-    return [shown(line) for line in chosen]
+    latest: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        if _JOURNAL_PROBLEM.search(line):
+            latest[line] = index
+    ordered = sorted(latest, key=latest.__getitem__)
+    specific = [line for line in ordered if not _GENERIC.search(line)]
+    generic = [line for line in ordered if _GENERIC.search(line)]
+    chosen = specific[-MAX_LINES:]
+    chosen += generic[len(generic) - (MAX_LINES - len(chosen)) :] if len(chosen) < MAX_LINES and generic else []
+    return [shown(line) for line in chosen or lines[-MAX_LINES:]]
 
 
 def cause_of(failure: HostFailure, executor: Executor) -> tuple[str, ...]:

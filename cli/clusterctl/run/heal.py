@@ -78,13 +78,7 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
     Raises:
         HealError: ``scontrol show node`` failed or printed no node.
     """
-    rc, out, err = executor.run(launcher, NODES_COMMAND, SCONTROL_TIMEOUT_S)
-    if rc != 0:
-        raise HealError(f"{NODES_COMMAND} on {launcher} failed: {_last_line(err, out) or f'exit {rc}'}")
-    try:
-        drained = drained_nodes(parse_scontrol_nodes(out), plan)
-    except ParseError as exc:
-        raise HealError(f"{NODES_COMMAND} on {launcher}: {exc}") from None
+    drained = _drained(plan, executor, launcher)
     findings = [
         Finding(
             code="heal.foreign",
@@ -112,6 +106,21 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
                     data={"reason": d.reason},
                 )
             )
+    # The health check resumes a node it drained itself once the node is healthy again; read what
+    # is still drained, so only those get scontrol's resume (it refuses a node that is not drained).
+    if healthy and not dry_run:
+        still = {d.host for d in _drained(plan, executor, launcher)}
+        for d in [d for d in healthy if d.host not in still]:
+            findings.append(
+                Finding(
+                    code="heal.resumed",
+                    level=Level.INFO,
+                    node=d.host,
+                    message=f"{d.host} resumed by its health check, which passed (drained: {d.reason}).",
+                    data={"reason": d.reason},
+                )
+            )
+        healthy = [d for d in healthy if d.host in still]
     if dry_run:
         findings += [
             Finding(
@@ -146,6 +155,16 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
                 )
             )
     return _in_plan_order(findings, plan)
+
+
+def _drained(plan: Plan, executor: Executor, launcher: str) -> list[Drained]:
+    rc, out, err = executor.run(launcher, NODES_COMMAND, SCONTROL_TIMEOUT_S)
+    if rc != 0:
+        raise HealError(f"{NODES_COMMAND} on {launcher} failed: {_last_line(err, out) or f'exit {rc}'}")
+    try:
+        return drained_nodes(parse_scontrol_nodes(out), plan)
+    except ParseError as exc:
+        raise HealError(f"{NODES_COMMAND} on {launcher}: {exc}") from None
 
 
 def _in_plan_order(findings: list[Finding], plan: Plan) -> list[Finding]:

@@ -7,6 +7,8 @@ print them.
 
 from __future__ import annotations
 
+import pytest
+
 from clusterctl.run.ansible import HostFailure, failure_from_event
 from clusterctl.run.failure_cause import (
     MAX_FAILURES,
@@ -74,14 +76,19 @@ def test_a_failed_reload_shows_the_units_journal_lines_that_say_why() -> None:
     )
 
 
-def test_the_cause_is_the_first_problem_since_the_units_last_start() -> None:
+@pytest.mark.parametrize("exec_first", [False, True])
+def test_the_cause_is_the_specific_lines_then_systemds_last_word(exec_first: bool) -> None:
+    """The executor's own lines may reach the journal just before PID 1's "Starting ..." line."""
+    failed_exec = (
+        "munge.service: Failed to locate executable /usr/local/sbin/check: No such file or directory\n"
+        "munge.service: Failed at step EXEC spawning /usr/local/sbin/check: No such file or directory\n"
+    )
+    starting = "Starting munge.service - MUNGE authentication service...\n"
     journal = (
         "Starting munge.service - MUNGE authentication service...\n"
         "munge.service: Failed with result 'exit-code'.\n"
-        "Starting munge.service - MUNGE authentication service...\n"
-        "munge.service: Failed to locate executable /usr/local/sbin/check: No such file or directory\n"
-        "munge.service: Failed at step EXEC spawning /usr/local/sbin/check: No such file or directory\n"
-        "munge.service: Control process exited, code=exited, status=203/EXEC\n"
+        + (failed_exec + starting if exec_first else starting + failed_exec)
+        + "munge.service: Control process exited, code=exited, status=203/EXEC\n"
         "munge.service: Failed with result 'exit-code'.\n"
         "Failed to start munge.service - MUNGE authentication service.\n"
     )
@@ -90,7 +97,7 @@ def test_the_cause_is_the_first_problem_since_the_units_last_start() -> None:
     assert cause == (
         "munge.service: munge.service: Failed to locate executable /usr/local/sbin/check: No such file or directory",
         "munge.service: munge.service: Failed at step EXEC spawning /usr/local/sbin/check: No such file or directory",
-        "munge.service: munge.service: Failed with result 'exit-code'.",
+        "munge.service: Failed to start munge.service - MUNGE authentication service.",
     )
 
 

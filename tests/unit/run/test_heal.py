@@ -31,13 +31,19 @@ DRAINS = {
 
 
 def _cluster(healthy: set[str], *, drains: dict[str, tuple[str, str]] = DRAINS, resume_rc: int = 0) -> ReplayExecutor:
-    listing = "".join(scontrol_node(h, state=s, reason=r) for h, (s, r) in drains.items())
+    nodes = dict(drains)
 
     def answer(host: str, command: str) -> tuple[int, str, str]:
         if command == NODES_COMMAND:
+            listing = "".join(scontrol_node(h, state=s, reason=r) for h, (s, r) in nodes.items())
             return (0, listing, "") if host == LAUNCHER else (1, "", "not the launcher")
         if command == HEALTHCHECK_PATH:
-            return (0, "", "") if host in healthy else (1, "", "clusterctl-health: gpu: 7 of 8 GPUs present")
+            if host not in healthy:
+                return 1, "", "clusterctl-health: gpu: 7 of 8 GPUs present"
+            # Like the real script: a healthy node it drained itself, it resumes itself.
+            if nodes[host][1].startswith("clusterctl-health:"):
+                nodes[host] = ("IDLE", "")
+            return 0, "", ""
         if command.startswith("scontrol update") and host == LAUNCHER:
             return resume_rc, "", "" if resume_rc == 0 else "slurm_update error: Invalid node state specified"
         return 127, "", "unexpected"
@@ -54,14 +60,21 @@ def test_healthy_clusterctl_drains_are_resumed_and_an_admins_drain_is_not_touche
     findings = heal(PLAN, node, LAUNCHER)
 
     assert _codes(findings) == {"gpu001": "heal.resumed", "gpu002": "heal.foreign", "gpu003": "heal.resumed"}
-    assert node.commands("scontrol update") == [
-        (LAUNCHER, resume_command("gpu001")),
-        (LAUNCHER, resume_command("gpu003")),
-    ]
+    # gpu003's health check resumed it itself (its own clusterctl-health: drain); only gpu001 needs scontrol.
+    assert node.commands("scontrol update") == [(LAUNCHER, resume_command("gpu001"))]
     # The admin's node is never even health-checked; an undrained node neither.
     assert {h for h, c in node.calls if c == HEALTHCHECK_PATH} == {"gpu001", "gpu003"}
     foreign = next(f for f in findings if f.node == "gpu002")
     assert "fan replaced, waiting for burn-in" in foreign.message
+
+
+def test_a_node_its_health_check_resumed_is_not_resumed_again() -> None:
+    node = _cluster(healthy={"gpu001", "gpu003"})
+    findings = heal(PLAN, node, LAUNCHER)
+
+    assert _codes(findings) == {"gpu001": "heal.resumed", "gpu002": "heal.foreign", "gpu003": "heal.resumed"}
+    assert "resumed by its health check" in next(f for f in findings if f.node == "gpu003").message
+    assert node.commands("scontrol update") == [(LAUNCHER, resume_command("gpu001"))]
 
 
 def test_an_unhealthy_node_stays_drained_with_the_health_checks_reason() -> None:
