@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-IMAGE_FORMAT = 1
+IMAGE_FORMAT = 2
 """The image format: bump it when what an image holds or how it is captured changes (every hash changes)."""
 
 # Labels of a baked image (and so of every container made from it).

@@ -23,6 +23,8 @@ JOURNAL_LINES = 40
 JOURNAL_TIMEOUT_S = 15.0
 # The failures whose cause is looked up (the summary shows no more).
 MAX_FAILURES = 4
+APT_UPDATE_COMMAND = "LC_ALL=C apt-get update -q 2>&1 | tail -n 40"
+APT_UPDATE_TIMEOUT_S = 90.0
 
 SERVICE_ACTIONS = frozenset(
     {"systemd", "systemd_service", "service", "ansible.builtin.systemd", "ansible.builtin.systemd_service"}
@@ -32,7 +34,8 @@ APT_ACTIONS = frozenset({"apt", "package", "ansible.builtin.apt", "ansible.built
 
 # apt-get's stderr has one error a line ("E: Unable to locate package x"); python-apt's, which the
 # apt module shows when the cache update fails, joins them with ", " ("W:..., E:Failed to fetch ...").
-_APT_ERROR = re.compile(r"(?:^|, |: )(?P<error>(?:E|Err:\d+) ?:?\s?.+?)(?=, [WE]:|$)", re.MULTILINE)
+# An unreachable source is only a warning to apt-get ("W: Failed to fetch ..."), so those count too.
+_APT_ERROR = re.compile(r"(?:^|, |: )(?P<error>(?:E|Err:\d+|W(?=: ?Failed)) ?:?\s?.+?)(?=, [WE]:|$)", re.MULTILINE)
 _UNIT_IN_MESSAGE = re.compile(
     r"Job for (?P<job>[\w@.:-]+?\.(?:service|socket|mount|timer)) failed"
     r"|Unable to (?:start|stop|restart|reload) service (?P<service>[\w@.:-]+)"
@@ -102,6 +105,10 @@ def cause_of(failure: HostFailure, executor: Executor) -> tuple[str, ...]:
         errors = apt_errors("\n".join((failure.detail, failure.message)))
         if errors:
             return tuple(errors)
+        # python-apt may fail the cache update with no text at all ("Failed to update apt cache after
+        # 5 retries: "): ask apt-get itself, which is what the task was doing anyway.
+        rc, out, err = executor.run(failure.host, APT_UPDATE_COMMAND, APT_UPDATE_TIMEOUT_S)
+        return tuple(apt_errors(out + "\n" + err))
     unit = failed_unit(failure) if failure.action in SERVICE_ACTIONS or "systemctl" in failure.message else None
     if unit is None:
         return ()

@@ -11,6 +11,7 @@ import pytest
 
 from clusterctl.run.ansible import HostFailure, failure_from_event
 from clusterctl.run.failure_cause import (
+    APT_UPDATE_COMMAND,
     MAX_FAILURES,
     apt_errors,
     cause_of,
@@ -125,6 +126,32 @@ def test_an_apt_failure_shows_apts_errors_without_asking_the_node() -> None:
         "(10.0.0.9). - connect (113: No route to host)",
         "E:Some index files failed to download. They have been ignored, or old ones used instead.",
     )
+
+
+def test_an_apt_failure_without_text_asks_apt_get_on_the_node() -> None:
+    # `apt-get update -q` with a source nothing listens on (LC_ALL=C, as the command sets it).
+    update = (
+        "Hit:1 http://deb.debian.org/debian bookworm InRelease\n"
+        "Err:2 http://127.0.0.1:9/debian bookworm InRelease\n"
+        "  Could not connect to 127.0.0.1:9 (127.0.0.1). - connect (111: Connection refused)\n"
+        "Reading package lists...\n"
+        "W: Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease  Could not connect to 127.0.0.1:9 "
+        "(127.0.0.1). - connect (111: Connection refused)\n"
+        "E: Some index files failed to download. They have been ignored, or old ones used instead.\n"
+    )
+    node = Node({APT_UPDATE_COMMAND: (100, update)})
+    failure = failure_from_event(
+        "gpu004",
+        "Install the missing ones",
+        {"resolved_action": "ansible.builtin.apt", "res": {"msg": "Failed to update apt cache after 5 retries: "}},
+    )
+    assert cause_of(failure, node) == (
+        "Err:2 http://127.0.0.1:9/debian bookworm InRelease",
+        "W: Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease  Could not connect to 127.0.0.1:9 "
+        "(127.0.0.1). - connect (111: Connection refused)",
+        "E: Some index files failed to download. They have been ignored, or old ones used instead.",
+    )
+    assert node.asked == [("gpu004", APT_UPDATE_COMMAND)]
 
 
 def test_apt_get_stderr_lines_each_once() -> None:
