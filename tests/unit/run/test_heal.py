@@ -125,3 +125,13 @@ def test_reason_prefix_is_the_contract() -> None:
         assert heal_module.Drained("n", reason).ours
     for reason in ("", "Clusterctl", "admin: clusterctl-verify: x", "maintenance"):
         assert not heal_module.Drained("n", reason).ours
+
+
+def test_an_admins_reason_reaches_the_message_without_control_characters() -> None:
+    """scontrol's parser cleans every line it reads; the reason comes through as text."""
+    drains = {"gpu002": ("IDLE+DRAIN", "fan\x1b[2J broken")}
+    findings = heal(PLAN, _cluster(healthy=set(), drains=drains), LAUNCHER)
+    (finding,) = findings
+    assert "\x1b" not in finding.message
+    assert "fan" in finding.message
+    assert "broken" in finding.message
