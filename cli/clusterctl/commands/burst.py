@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.decorators import FC
 
 from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors
@@ -17,20 +19,15 @@ from clusterctl.run.state import StateDirError
 DEFAULT_BUILD = Path("/var/lib/clusterctl/build")
 DEFAULT_STATE = Path("/var/lib/clusterctl/state")
 
-build_option = click.option(
-    "--build-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_BUILD,
-    show_default=True,
-    help="The rendered build directory installed on the controller.",
-)
-state_option = click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_STATE,
-    show_default=True,
-    help="Locks and fact cache of burst operations.",
-)
+
+def _dir_option(flag: str, default: Path, text: str) -> Callable[[FC], FC]:
+    return click.option(
+        flag, type=click.Path(file_okay=False, path_type=Path), default=default, show_default=True, help=text
+    )
+
+
+build_option = _dir_option("--build-dir", DEFAULT_BUILD, "The rendered build directory installed on the controller.")
+state_option = _dir_option("--state-dir", DEFAULT_STATE, "Locks and fact cache of burst operations.")
 
 
 @click.group("burst")

@@ -80,11 +80,10 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
     """
     drained = _drained(plan, executor, launcher)
     findings = [
-        Finding(
-            code="heal.foreign",
-            level=Level.INFO,
-            node=d.host,
-            message=f"{d.host} left drained: its reason is not clusterctl's ({d.reason or 'none given'}).",
+        _about(
+            d,
+            "heal.foreign",
+            f"left drained: its reason is not clusterctl's ({d.reason or 'none given'}).",
             hint="Resume it by hand when you are done (scontrol update nodename=... state=resume).",
         )
         for d in drained
@@ -97,64 +96,43 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
         if rc != 0:
             why = _last_line(check_err, check_out) or f"exit {rc}"
             findings.append(
-                Finding(
-                    code="heal.unhealthy",
-                    level=Level.ERROR,
-                    node=d.host,
-                    message=f"{d.host} stays drained: its health check failed ({why}).",
+                _about(
+                    d,
+                    "heal.unhealthy",
+                    f"stays drained: its health check failed ({why}).",
                     hint="Repair the node; the next heal resumes it once its health check passes.",
-                    data={"reason": d.reason},
                 )
             )
-    # The health check resumes a node it drained itself once the node is healthy again; read what
-    # is still drained, so only those get scontrol's resume (it refuses a node that is not drained).
-    if healthy and not dry_run:
-        still = {d.host for d in _drained(plan, executor, launcher)}
-        for d in [d for d in healthy if d.host not in still]:
-            findings.append(
-                Finding(
-                    code="heal.resumed",
-                    level=Level.INFO,
-                    node=d.host,
-                    message=f"{d.host} resumed by its health check, which passed (drained: {d.reason}).",
-                    data={"reason": d.reason},
-                )
-            )
-        healthy = [d for d in healthy if d.host in still]
     if dry_run:
         findings += [
-            Finding(
-                code="heal.ready",
-                level=Level.INFO,
-                node=d.host,
-                message=f"{d.host} is healthy and would be resumed (drained: {d.reason}).",
-            )
-            for d in healthy
+            _about(d, "heal.ready", f"is healthy and would be resumed (drained: {d.reason}).") for d in healthy
         ]
         return _in_plan_order(findings, plan)
+    # The health check resumes a node it drained itself once the node is healthy again; read what
+    # is still drained, so only those get scontrol's resume (it refuses a node that is not drained).
+    still = {d.host for d in _drained(plan, executor, launcher)} if healthy else set()
+    findings += [
+        _about(d, "heal.resumed", f"resumed by its health check, which passed (drained: {d.reason}).")
+        for d in healthy
+        if d.host not in still
+    ]
+    healthy = [d for d in healthy if d.host in still]
     resumed = run_many(executor, [(launcher, resume_command(d.host), SCONTROL_TIMEOUT_S) for d in healthy])
     for d, (rc, res_out, res_err) in zip(healthy, resumed, strict=True):
         if rc == 0:
-            findings.append(
-                Finding(
-                    code="heal.resumed",
-                    level=Level.INFO,
-                    node=d.host,
-                    message=f"{d.host} resumed: its health check passed (drained: {d.reason}).",
-                    data={"reason": d.reason},
-                )
-            )
+            findings.append(_about(d, "heal.resumed", f"resumed: its health check passed (drained: {d.reason})."))
         else:
-            findings.append(
-                Finding(
-                    code="heal.unhealthy",
-                    level=Level.ERROR,
-                    node=d.host,
-                    message=f"{d.host} is healthy but scontrol did not resume it: {_last_line(res_err, res_out)}.",
-                    data={"reason": d.reason},
-                )
-            )
+            why = _last_line(res_err, res_out)
+            findings.append(_about(d, "heal.unhealthy", f"is healthy but scontrol did not resume it: {why}."))
     return _in_plan_order(findings, plan)
+
+
+def _about(d: Drained, code: str, says: str, *, hint: str = "") -> Finding:
+    """A finding on drained node ``d``: its name, then what ``says``; errors for ``heal.unhealthy``."""
+    level = Level.ERROR if code == "heal.unhealthy" else Level.INFO
+    return Finding(
+        code=code, level=level, node=d.host, message=f"{d.host} {says}", hint=hint, data={"reason": d.reason}
+    )
 
 
 def _drained(plan: Plan, executor: Executor, launcher: str) -> list[Drained]:

@@ -104,7 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence the default stderr log: the server reports through ``on_event``."""
 
     def _answer(self, code: int, text: str) -> None:
-        body = (text + "\n").encode()
+        self._send(code, (text + "\n").encode())
+
+    def _send(self, code: int, body: bytes) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -133,13 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.take(name, peer):
             self._answer(409, "this machine's key was already served; clusterctl up discards it")
             return
-        data = grant.body()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(data)
+        self._send(200, grant.body())
 
     def _not_allowed(self) -> None:
         self._answer(405, "only GET")

@@ -54,6 +54,12 @@ def _owner(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _foreign(info: os.stat_result) -> str:
+    """``owned by uid N (name), not by you (...)`` when another user owns the file; empty when you do."""
+    me = os.geteuid()
+    return "" if info.st_uid == me else f"owned by {_owner(info.st_uid)}, not by you ({_owner(me)})"
+
+
 def check_private_dir(path: Path, *, what: str = "state directory", tighten: bool = False) -> None:
     """Refuse ``path`` unless it is a real directory of the current user that only it can change.
 
@@ -73,12 +79,11 @@ def check_private_dir(path: Path, *, what: str = "state directory", tighten: boo
         )
     if not stat.S_ISDIR(info.st_mode):
         raise StateDirError(f"the {what} {path} is not a directory. Move it away or choose another --state-dir.")
-    me = os.geteuid()
-    if info.st_uid != me:
+    if owned := _foreign(info):
         raise StateDirError(
-            f"the {what} {path} is owned by {_owner(info.st_uid)}, not by you ({_owner(me)}); clusterctl keeps "
-            f"secrets there and does not use a directory another user controls. Run clusterctl as that user, "
-            f"or check its contents and take it over with `chown -R {me} {path}`, or choose another --state-dir."
+            f"the {what} {path} is {owned}; clusterctl keeps secrets there and does not use a directory another "
+            f"user controls. Run clusterctl as that user, or check its contents and take it over with "
+            f"`chown -R {os.geteuid()} {path}`, or choose another --state-dir."
         )
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
@@ -154,6 +159,22 @@ def ensure_secrets_dir(state_dir: Path, folder: Path) -> Path:
     return ensure_private_dir(folder, base=state_dir)
 
 
+def _open_nofollow(path: Path, what: str, on_link: str) -> int | None:
+    """A read descriptor of ``path`` that never follows a link; None when it is absent.
+
+    Raises:
+        StateDirError: ``path`` is a link (the message ends with ``on_link``) or cannot be opened.
+    """
+    try:
+        return os.open(path, _NOFOLLOW_READ)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateDirError(f"the {what} {path} is a symbolic link; {on_link}") from None
+        raise StateDirError(f"cannot open the {what} {path}: {exc.strerror}.") from None
+
+
 def check_secret(path: Path, mode: int = 0o600) -> bool:
     """Check a secret before it is reused; returns False when it is absent or empty (make a new one).
 
@@ -163,26 +184,21 @@ def check_secret(path: Path, mode: int = 0o600) -> bool:
     Raises:
         StateDirError: a link, another owner, or group/world permissions, with the fix.
     """
-    try:
-        fd = os.open(path, _NOFOLLOW_READ)
-    except FileNotFoundError:
+    fd = _open_nofollow(
+        path,
+        "secret",
+        "clusterctl never follows links for secrets. Remove the link; clusterctl makes a new secret on the next run.",
+    )
+    if fd is None:
         return False
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateDirError(
-                f"the secret {path} is a symbolic link; clusterctl never follows links for secrets. "
-                "Remove the link; clusterctl makes a new secret on the next run."
-            ) from None
-        raise StateDirError(f"cannot open the secret {path}: {exc.strerror}.") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise StateDirError(f"the secret {path} is not a regular file. Move it away and run again.")
-        me = os.geteuid()
-        if info.st_uid != me:
+        if owned := _foreign(info):
             raise StateDirError(
-                f"the secret {path} is owned by {_owner(info.st_uid)}, not by you ({_owner(me)}). If you trust it, "
-                f"take it over with `chown {me} {path}`; otherwise delete it and clusterctl makes a new one."
+                f"the secret {path} is {owned}. If you trust it, take it over with `chown {os.geteuid()} {path}`; "
+                "otherwise delete it and clusterctl makes a new one."
             )
         current = stat.S_IMODE(info.st_mode)
         if current & 0o077:
@@ -273,17 +289,11 @@ def read_text_nofollow(path: Path, what: str) -> str | None:
     Raises:
         StateDirError: ``path`` is a link or not a regular file.
     """
-    try:
-        fd = os.open(path, _NOFOLLOW_READ)
-    except FileNotFoundError:
+    fd = _open_nofollow(
+        path, what, "clusterctl never follows links in its state directory. Remove the link and run again."
+    )
+    if fd is None:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateDirError(
-                f"the {what} {path} is a symbolic link; clusterctl never follows links in its state directory. "
-                "Remove the link and run again."
-            ) from None
-        raise StateDirError(f"cannot open the {what} {path}: {exc.strerror}.") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise StateDirError(f"the {what} {path} is not a regular file. Move it away and run again.")

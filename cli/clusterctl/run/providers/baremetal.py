@@ -25,8 +25,9 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.hostkey_server import HostKeyGrant, HostKeyServerError, ServeLog, serving_host_keys
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.cloud import Confirm, default_confirm
-from clusterctl.run.providers.ssh_inventory import KNOWN_HOSTS_FILE, hosts_from_outputs, write_ssh_inventory
-from clusterctl.run.pulumi import PulumiError, PulumiStack, output_mapping, require_pulumi_cli
+from clusterctl.run.providers.ssh_inventory import hosts_from_outputs, write_build_inventory
+from clusterctl.run.providers.stack_nodes import destroy_stack, stack_node_status
+from clusterctl.run.pulumi import PulumiError, PulumiStack, require_pulumi_cli
 from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
 from clusterctl.run.sshkeys import HOST_KEYS_DIR, KeyPair, ensure_client_key, ensure_host_keys
 
@@ -195,12 +196,12 @@ class BaremetalProvider:
         discard_repeated(log, state_dir)
         check_recorded_host_keys(result.outputs, public)
         hosts, _ = hosts_from_outputs(plan, result.outputs, user=bm.ssh_user, host_keys=public)
-        write_ssh_inventory(
+        write_build_inventory(
             plan,
             hosts,
-            inventory_dir=build_dir / "ansible" / "inventory",
-            known_hosts=state_dir / KNOWN_HOSTS_FILE,
-            private_key=key_path,
+            build_dir,
+            state_dir,
+            key_path,
         )
         return hosts
 
@@ -211,22 +212,11 @@ class BaremetalProvider:
             raise ProviderError("not destroyed: not confirmed")
         if plan.baremetal is not None:
             check_bmc_transport(plan.baremetal, events)
-        try:
-            summary = PulumiStack(plan, build_dir, state_dir, events=events).destroy()
-        except PulumiError as exc:
-            raise ProviderError(str(exc)) from None
-        events.info(f"machines powered off: {summary.describe()}", phase=PHASE)
+        destroy_stack(PulumiStack(plan, build_dir, state_dir, events=events), events, "machines powered off")
 
     def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
         """``installed`` or ``missing`` per machine, from the stack outputs."""
-        names = [n.hostname for n in plan.nodes if not n.burst]
-        try:
-            require_pulumi_cli()
-            stack = PulumiStack(plan, state_dir, state_dir)
-            nodes = output_mapping(stack.outputs().values, "nodes", stack.target.stack)
-        except (PulumiError, ProviderError) as exc:
-            return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
-        return {name: "installed" if name in nodes else "missing" for name in names}
+        return stack_node_status(plan, state_dir, "installed")
 
 
 __all__ = ["BaremetalProvider", "check_bmc_transport", "publish_public_key"]

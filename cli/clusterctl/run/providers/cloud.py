@@ -21,11 +21,11 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import (
     BASTION,
-    KNOWN_HOSTS_FILE,
     hosts_from_outputs,
     managed_lustre_sources,
-    write_ssh_inventory,
+    write_build_inventory,
 )
+from clusterctl.run.providers.stack_nodes import destroy_stack, stack_node_status
 from clusterctl.run.pulumi import ChangeSummary, PulumiError, PulumiStack, require_pulumi_cli
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys
 
@@ -107,12 +107,12 @@ class CloudProvider:
             except PulumiError as exc:
                 raise ProviderError(str(exc)) from None
             hosts = [replace(h, image_hash=baked.get(h.hostname)) for h in hosts]
-        write_ssh_inventory(
+        write_build_inventory(
             plan,
             hosts,
-            inventory_dir=build_dir / "ansible" / "inventory",
-            known_hosts=state_dir / KNOWN_HOSTS_FILE,
-            private_key=key_path,
+            build_dir,
+            state_dir,
+            key_path,
             bastion=bastion,
             # Managed Lustre's MGS is known only now: the storage role mounts from these sources.
             group_vars={"clusterctl_managed_lustre": managed_lustre_sources(result.outputs)},
@@ -125,19 +125,8 @@ class CloudProvider:
         stack = self._stack(plan, build_dir, state_dir, events)
         if not yes and not self.confirm(f"Destroy every resource of {plan.cluster.name} on {self.kind}?"):
             raise ProviderError("not destroyed: not confirmed")
-        try:
-            summary = stack.destroy()
-        except PulumiError as exc:
-            raise ProviderError(str(exc)) from None
-        events.info(f"stack destroyed: {summary.describe()}", phase=PHASE)
+        destroy_stack(stack, events, "stack destroyed")
 
     def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
         """``provisioned`` or ``missing`` per node, from the stack outputs."""
-        names = [n.hostname for n in plan.nodes if not n.burst]
-        try:
-            require_pulumi_cli()
-            stack = PulumiStack(plan, state_dir, state_dir)  # outputs need no build directory
-            nodes = dict(stack.outputs().values.get("nodes") or {})
-        except (PulumiError, ProviderError) as exc:
-            return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
-        return {name: "provisioned" if name in nodes else "missing" for name in names}
+        return stack_node_status(plan, state_dir, "provisioned")

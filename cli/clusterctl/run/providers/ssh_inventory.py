@@ -247,3 +247,25 @@ def write_ssh_inventory(
     # Atomically, and a link planted at the file is replaced, never written through.
     write_atomic(path, text.encode(), 0o644)
     return path
+
+
+def write_build_inventory(
+    plan: Plan,
+    hosts: list[ProvisionedHost],
+    build_dir: Path,
+    state_dir: Path,
+    private_key: Path,
+    *,
+    bastion: ProvisionedHost | None = None,
+    group_vars: dict[str, Any] | None = None,
+) -> Path:
+    """``write_ssh_inventory`` into the build directory's inventory, with the state directory's known_hosts."""
+    return write_ssh_inventory(
+        plan,
+        hosts,
+        inventory_dir=build_dir / "ansible" / "inventory",
+        known_hosts=state_dir / KNOWN_HOSTS_FILE,
+        private_key=private_key,
+        bastion=bastion,
+        group_vars=group_vars,
+    )
