@@ -33,7 +33,7 @@ Sources (read mid-2026):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 CloudKind = Literal["aws", "gcp", "azure"]
@@ -117,173 +117,118 @@ _NDV5_IB = tuple(f"mlx5_ib{i}" for i in range(8))
 # - ND H100/H200 v5: Azure's ndv5-topo.xml (_NDV5_PAIRS above).
 _GPU_NUMA_4_4 = (0, 0, 0, 0, 1, 1, 1, 1)
 
+
+def _aws_efa(
+    name: str, gpu_model: str, *, vcpus: int, memory_gib: int, efa: int, gbps: int, gpu_numa: tuple[int, ...] = ()
+) -> InstanceType:
+    """An AWS EFA type: 8 GPUs on two NUMA nodes, ``efa`` network cards with one EFA interface each."""
+    return InstanceType(
+        name,
+        "aws",
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        gpus=8,
+        gpu_model=gpu_model,
+        fabric="efa",
+        efa_interfaces=efa,
+        network_cards=efa,
+        network_gbps=gbps,
+        numa_nodes=2,
+        gpu_numa=gpu_numa,
+    )
+
+
+_A3_HIGH = InstanceType(
+    "a3-highgpu-8g",
+    "gcp",
+    vcpus=208,
+    memory_gib=1872,
+    gpus=8,
+    gpu_model="H100-SXM-80GB",
+    fabric="gpudirect-tcpx",
+    host_nic="enp0s12",
+    gpu_nics=("enp6s0", "enp12s0", "enp134s0", "enp140s0"),
+    network_gbps=1000,
+    numa_nodes=2,
+    gpu_numa=_GPU_NUMA_4_4,
+)
+# A3 Mega: the A3 High host with twice the GPU NICs, over GPUDirect-TCPXO.
+_A3_MEGA = replace(
+    _A3_HIGH,
+    name="a3-megagpu-8g",
+    fabric="gpudirect-tcpxo",
+    gpu_nics=("enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"),
+    network_gbps=1800,
+)
+_A3_ULTRA = InstanceType(
+    "a3-ultragpu-8g",
+    "gcp",
+    vcpus=224,
+    memory_gib=2952,
+    gpus=8,
+    gpu_model="H200-SXM-141GB",
+    fabric="gcp-rdma",
+    host_nic="enp0s19",
+    socket_nics=("enp0s19", "enp192s20"),
+    rdma_nics=8,
+    # cluster-toolkit@1047080 examples/machine-learning/a3-ultragpu-8g/
+    # {a3ultra-slurm-blueprint.yaml (a3_ultra_nodeset), a3ultra-vm.yaml}: disk_type hyperdisk-balanced;
+    # Vertex AI's DiskSpec reference (docs.cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec):
+    # "for A3U machines, the default value is hyperdisk-balanced".
+    boot_disk_type="hyperdisk-balanced",
+    network_gbps=3200,
+    numa_nodes=2,
+)
+_ND_H100_V5 = InstanceType(
+    "Standard_ND96isr_H100_v5",
+    "azure",
+    vcpus=96,
+    memory_gib=1900,
+    gpus=8,
+    gpu_model="H100-SXM-80GB",
+    fabric="infiniband",
+    ib_devices=_NDV5_IB,
+    numa_nodes=2,
+    pci_pairs=_NDV5_PAIRS,
+    gpu_numa=tuple(pair.numa for pair in _NDV5_PAIRS),
+    topology_name="ndv5",
+    network_gbps=3200,
+    cpu_vendor="GenuineIntel",
+    cpu_family=6,
+    cpu_model=143,
+)
+_ND_H200_V5 = replace(
+    _ND_H100_V5,
+    name="Standard_ND96isr_H200_v5",
+    memory_gib=1850,
+    gpu_model="H200-SXM-141GB",
+    excluded_nics=("mlx5_an0",),
+    notes=("the ndv5 topology file is applied to ND H200 v5 as techref §1.9 groups both sizes",),
+)
+
 INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t
     for t in (
-        # --- AWS ---------------------------------------------------------------------------
-        InstanceType(
-            "p5.48xlarge",
-            "aws",
-            vcpus=192,
-            memory_gib=2048,
-            gpus=8,
-            gpu_model="H100-SXM-80GB",
-            fabric="efa",
-            efa_interfaces=32,
-            network_cards=32,
-            network_gbps=3200,
-            numa_nodes=2,
-            gpu_numa=_GPU_NUMA_4_4,
-        ),
-        InstanceType(
-            "p5e.48xlarge",
-            "aws",
-            vcpus=192,
-            memory_gib=2048,
-            gpus=8,
-            gpu_model="H200-SXM-141GB",
-            fabric="efa",
-            efa_interfaces=32,
-            network_cards=32,
-            network_gbps=3200,
-            numa_nodes=2,
-        ),
-        InstanceType(
-            "p5en.48xlarge",
-            "aws",
-            vcpus=192,
-            memory_gib=2048,
-            gpus=8,
-            gpu_model="H200-SXM-141GB",
-            fabric="efa",
-            efa_interfaces=16,
-            network_cards=16,
-            network_gbps=3200,
-            numa_nodes=2,
-        ),
-        InstanceType(
-            "p4d.24xlarge",
-            "aws",
-            vcpus=96,
-            memory_gib=1152,
-            gpus=8,
-            gpu_model="A100-SXM-40GB",
-            fabric="efa",
-            efa_interfaces=4,
-            network_cards=4,
-            network_gbps=400,
-            numa_nodes=2,
-            gpu_numa=_GPU_NUMA_4_4,
-        ),
-        InstanceType(
-            "p4de.24xlarge",
-            "aws",
-            vcpus=96,
-            memory_gib=1152,
-            gpus=8,
-            gpu_model="A100-SXM-80GB",
-            fabric="efa",
-            efa_interfaces=4,
-            network_cards=4,
-            network_gbps=400,
-            numa_nodes=2,
-            gpu_numa=_GPU_NUMA_4_4,
-        ),
+        # --- GPU types -----------------------------------------------------------------------
+        _aws_efa("p5.48xlarge", "H100-SXM-80GB", vcpus=192, memory_gib=2048, efa=32, gbps=3200, gpu_numa=_GPU_NUMA_4_4),
+        _aws_efa("p5e.48xlarge", "H200-SXM-141GB", vcpus=192, memory_gib=2048, efa=32, gbps=3200),
+        _aws_efa("p5en.48xlarge", "H200-SXM-141GB", vcpus=192, memory_gib=2048, efa=16, gbps=3200),
+        _aws_efa("p4d.24xlarge", "A100-SXM-40GB", vcpus=96, memory_gib=1152, efa=4, gbps=400, gpu_numa=_GPU_NUMA_4_4),
+        _aws_efa("p4de.24xlarge", "A100-SXM-80GB", vcpus=96, memory_gib=1152, efa=4, gbps=400, gpu_numa=_GPU_NUMA_4_4),
+        _A3_HIGH,
+        _A3_MEGA,
+        _A3_ULTRA,
+        _ND_H100_V5,
+        _ND_H200_V5,
+        # --- CPU types: head and login nodes, bastions ------------------------------------------
         InstanceType("m5.8xlarge", "aws", vcpus=32, memory_gib=128, network_gbps=10),
         InstanceType("m6i.4xlarge", "aws", vcpus=16, memory_gib=64, network_gbps=12),
         InstanceType("m6i.2xlarge", "aws", vcpus=8, memory_gib=32, network_gbps=12),
         InstanceType("t3.micro", "aws", vcpus=2, memory_gib=1, network_gbps=5),
-        # --- GCP ---------------------------------------------------------------------------
-        InstanceType(
-            "a3-highgpu-8g",
-            "gcp",
-            vcpus=208,
-            memory_gib=1872,
-            gpus=8,
-            gpu_model="H100-SXM-80GB",
-            fabric="gpudirect-tcpx",
-            host_nic="enp0s12",
-            gpu_nics=("enp6s0", "enp12s0", "enp134s0", "enp140s0"),
-            network_gbps=1000,
-            numa_nodes=2,
-            gpu_numa=_GPU_NUMA_4_4,
-        ),
-        InstanceType(
-            "a3-megagpu-8g",
-            "gcp",
-            vcpus=208,
-            memory_gib=1872,
-            gpus=8,
-            gpu_model="H100-SXM-80GB",
-            fabric="gpudirect-tcpxo",
-            host_nic="enp0s12",
-            gpu_nics=("enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"),
-            network_gbps=1800,
-            numa_nodes=2,
-            gpu_numa=_GPU_NUMA_4_4,
-        ),
-        InstanceType(
-            "a3-ultragpu-8g",
-            "gcp",
-            vcpus=224,
-            memory_gib=2952,
-            gpus=8,
-            gpu_model="H200-SXM-141GB",
-            fabric="gcp-rdma",
-            host_nic="enp0s19",
-            socket_nics=("enp0s19", "enp192s20"),
-            rdma_nics=8,
-            # cluster-toolkit@1047080 examples/machine-learning/a3-ultragpu-8g/
-            # {a3ultra-slurm-blueprint.yaml (a3_ultra_nodeset), a3ultra-vm.yaml}: disk_type hyperdisk-balanced;
-            # Vertex AI's DiskSpec reference (docs.cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec):
-            # "for A3U machines, the default value is hyperdisk-balanced".
-            boot_disk_type="hyperdisk-balanced",
-            network_gbps=3200,
-            numa_nodes=2,
-        ),
         InstanceType("c2-standard-8", "gcp", vcpus=8, memory_gib=32, network_gbps=16),
         InstanceType("c2-standard-4", "gcp", vcpus=4, memory_gib=16, network_gbps=10),
         InstanceType("n2-standard-8", "gcp", vcpus=8, memory_gib=32, network_gbps=16),
         InstanceType("e2-small", "gcp", vcpus=2, memory_gib=2, network_gbps=1),
-        # --- Azure -------------------------------------------------------------------------
-        InstanceType(
-            "Standard_ND96isr_H100_v5",
-            "azure",
-            vcpus=96,
-            memory_gib=1900,
-            gpus=8,
-            gpu_model="H100-SXM-80GB",
-            fabric="infiniband",
-            ib_devices=_NDV5_IB,
-            numa_nodes=2,
-            pci_pairs=_NDV5_PAIRS,
-            gpu_numa=tuple(pair.numa for pair in _NDV5_PAIRS),
-            topology_name="ndv5",
-            network_gbps=3200,
-            cpu_vendor="GenuineIntel",
-            cpu_family=6,
-            cpu_model=143,
-        ),
-        InstanceType(
-            "Standard_ND96isr_H200_v5",
-            "azure",
-            vcpus=96,
-            memory_gib=1850,
-            gpus=8,
-            gpu_model="H200-SXM-141GB",
-            fabric="infiniband",
-            ib_devices=_NDV5_IB,
-            excluded_nics=("mlx5_an0",),
-            numa_nodes=2,
-            pci_pairs=_NDV5_PAIRS,
-            gpu_numa=tuple(pair.numa for pair in _NDV5_PAIRS),
-            topology_name="ndv5",
-            network_gbps=3200,
-            cpu_vendor="GenuineIntel",
-            cpu_family=6,
-            cpu_model=143,
-            notes=("the ndv5 topology file is applied to ND H200 v5 as techref §1.9 groups both sizes",),
-        ),
         InstanceType("Standard_D16s_v5", "azure", vcpus=16, memory_gib=64, network_gbps=12),
         InstanceType("Standard_D8s_v5", "azure", vcpus=8, memory_gib=32, network_gbps=12),
         InstanceType("Standard_B2s", "azure", vcpus=2, memory_gib=4, network_gbps=1),

@@ -20,12 +20,12 @@ from clusterctl.catalog.cloud_services import (
     gpudirect_release,
 )
 from clusterctl.catalog.compat import at_least, version_tuple
-from clusterctl.catalog.instances import INSTANCE_TYPES, instance_type
+from clusterctl.catalog.instances import INSTANCE_TYPES, InstanceType, instance_type
 from clusterctl.plan.cloud import GPU_SUBNET_PREFIX, lustre_tiers, nic_network_counts, split_network
 from clusterctl.plan.nodes import FIRST_HOST_OFFSET
 from clusterctl.rules.engine import SAFETY_TAG, RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
-from clusterctl.spec.models import LustreStorage, Spec
+from clusterctl.spec.models import HardwareProfile, LustreStorage, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, GcpProvider
 
 CLOUDS = ("aws", "gcp", "azure")
@@ -48,11 +48,25 @@ def _cloud(spec: Spec) -> bool:
     return spec.provider.kind in CLOUDS
 
 
+def _has_managed_lustre(spec: Spec) -> bool:
+    return any(isinstance(t, LustreStorage) and t.managed for t in spec.storage)
+
+
 def _fixed_groups(spec: Spec) -> Iterator[tuple[int, str, str]]:
     """(index, group name, hardware) of the node groups the stack creates (not burst)."""
     for i, group in enumerate(spec.nodes):
         if group.burst is None:
             yield i, group.group, group.hardware
+
+
+def _typed_profiles(spec: Spec) -> Iterator[tuple[str, HardwareProfile, InstanceType]]:
+    """(name, profile, instance type) of the hardware profiles whose instance type is the cloud's own."""
+    if not _cloud(spec):
+        return
+    for name, profile in spec.hardware.items():
+        itype = instance_type(profile.instance_type)
+        if itype is not None and itype.provider == spec.provider.kind:
+            yield name, profile, itype
 
 
 # --- phase 1: what the plan's cloud section relies on ------------------------------------------
@@ -66,6 +80,7 @@ def cloud_instance_types(ctx: RuleContext) -> Iterator[Finding]:
         return
     kind = spec.provider.kind
     known = sorted(n for n, t in INSTANCE_TYPES.items() if t.provider == kind and t.is_gpu)
+    use_known = f"Use one of: {', '.join(known)}."
     seen: set[str] = set()
     for _, group, hw in _fixed_groups(spec):
         if hw in seen or hw not in spec.hardware:
@@ -87,7 +102,7 @@ def cloud_instance_types(ctx: RuleContext) -> Iterator[Finding]:
                     ("hardware", hw, "instance_type"),
                     f"`{profile.instance_type}` is not in clusterctl's catalog, so its GPUs, NICs and NCCL settings "
                     "are unknown.",
-                    f"Use one of: {', '.join(known)}.",
+                    use_known,
                 )
             else:
                 yield cloud_instance_types.finding(
@@ -99,20 +114,14 @@ def cloud_instance_types(ctx: RuleContext) -> Iterator[Finding]:
             yield cloud_instance_types.finding(
                 ("hardware", hw, "instance_type"),
                 f"`{profile.instance_type}` is a {itype.provider} type, but the provider is {kind}.",
-                f"Use one of: {', '.join(known)}.",
+                use_known,
             )
 
 
 @rule("CLD002", "instance-matches-profile", Level.ERROR, phase=1, tags=("cloud",))
 def instance_matches_profile(ctx: RuleContext) -> Iterator[Finding]:
     """A hardware profile describes its instance type: GPUs, CPUs and memory the type has."""
-    spec = ctx.spec
-    if not _cloud(spec):
-        return
-    for name, profile in spec.hardware.items():
-        itype = instance_type(profile.instance_type)
-        if itype is None or itype.provider != spec.provider.kind:
-            continue
+    for name, profile, itype in _typed_profiles(ctx.spec):
         have = (profile.gpus.model, profile.gpus.count) if profile.gpus else (None, 0)
         if have != (itype.gpu_model, itype.gpus):
             want = f"{itype.gpus} x {itype.gpu_model}" if itype.gpus else "no GPUs"
@@ -141,14 +150,9 @@ def instance_matches_profile(ctx: RuleContext) -> Iterator[Finding]:
 def cloud_fabric_kind(ctx: RuleContext) -> Iterator[Finding]:
     """The spec's fabric is the one the GPU instance type has (EFA, GPUDirect-TCPX/O, InfiniBand)."""
     spec = ctx.spec
-    if not _cloud(spec):
-        return
-    for name, profile in spec.hardware.items():
-        itype = instance_type(profile.instance_type)
-        if itype is None or not itype.is_gpu or itype.provider != spec.provider.kind:
-            continue
+    for name, _, itype in _typed_profiles(spec):
         want = _FABRIC_FOR.get(itype.fabric, itype.fabric)
-        if spec.fabric.kind != want:
+        if itype.is_gpu and spec.fabric.kind != want:
             yield cloud_fabric_kind.finding(
                 ("fabric", "kind"),
                 f"{itype.name} (profile `{name}`) talks {itype.fabric}, but the fabric is `{spec.fabric.kind}`; the "
@@ -182,8 +186,7 @@ def cloud_network_fits(ctx: RuleContext) -> Iterator[Finding]:
             f"{nodes} nodes after the first {FIRST_HOST_OFFSET} addresses, with public and storage subnets above.",
             f"Use a /{min(need, 24)} or larger network.",
         )
-    managed = [t for t in spec.storage if isinstance(t, LustreStorage) and t.managed]
-    if managed and storage is None:
+    if _has_managed_lustre(spec) and storage is None:
         yield cloud_network_fits.finding(
             ("network", "management_cidr"),
             f"Managed Lustre needs its own subnet, and {network} has no room for one above the node and public "
@@ -196,7 +199,6 @@ def cloud_network_fits(ctx: RuleContext) -> Iterator[Finding]:
 def existing_network(ctx: RuleContext) -> Iterator[Finding]:
     """Existing networks are named completely: a subnet with its VPC, a public subnet for the bastion."""
     provider = ctx.spec.provider
-    managed = any(isinstance(t, LustreStorage) and t.managed for t in ctx.spec.storage)
     if isinstance(provider, AwsProvider):
         if bool(provider.vpc_id) != bool(provider.subnet_id):
             yield existing_network.finding(
@@ -214,6 +216,7 @@ def existing_network(ctx: RuleContext) -> Iterator[Finding]:
             ("provider", "network" if provider.subnetwork else "subnetwork"),
             "An existing GCP network needs both `network` and `subnetwork`.",
         )
+    managed = _has_managed_lustre(ctx.spec)
     if isinstance(provider, AzureProvider) and provider.subnet_id and (provider.allowed_ssh_cidrs or managed):
         yield existing_network.finding(
             ("provider", "subnet_id"),
@@ -226,11 +229,10 @@ def existing_network(ctx: RuleContext) -> Iterator[Finding]:
 def cloud_zone(ctx: RuleContext) -> Iterator[Finding]:
     """GPU capacity is zonal: the zone is given where the stack needs it."""
     provider = ctx.spec.provider
-    managed = any(isinstance(t, LustreStorage) and t.managed for t in ctx.spec.storage)
     need = (
         (isinstance(provider, AwsProvider) and not provider.subnet_id)
         or isinstance(provider, GcpProvider)
-        or (isinstance(provider, AzureProvider) and managed)
+        or (isinstance(provider, AzureProvider) and _has_managed_lustre(ctx.spec))
     )
     if need and not provider.zone:  # type: ignore[union-attr]
         yield cloud_zone.finding(
@@ -459,8 +461,7 @@ def efa_stack_versions(ctx: RuleContext) -> Iterator[Finding]:
     provider = spec.provider
     if not isinstance(provider, AwsProvider):
         return
-    types = {instance_type(p.instance_type) for p in spec.hardware.values()}
-    p5 = sorted(t.name for t in types if t is not None and t.name.startswith("p5"))
+    p5 = sorted({t.name for _, _, t in _typed_profiles(spec) if t.name.startswith("p5")})
     versions = spec.versions
     if p5:
         label = ", ".join(p5)
@@ -503,14 +504,10 @@ def efa_stack_versions(ctx: RuleContext) -> Iterator[Finding]:
 def gpudirect_plugin(ctx: RuleContext) -> Iterator[Finding]:
     """The GPUDirect-TCPX(O) plugin release is known, and NCCL is the version Google qualified with it."""
     spec = ctx.spec
+    fabrics = {t.fabric for _, _, t in _typed_profiles(spec) if t.fabric.startswith("gpudirect")}
     provider = spec.provider
-    if not isinstance(provider, GcpProvider):
+    if not fabrics or not isinstance(provider, GcpProvider):
         return
-    fabrics = {
-        t.fabric
-        for t in (instance_type(p.instance_type) for p in spec.hardware.values())
-        if t is not None and t.fabric.startswith("gpudirect")
-    }
     for fabric in sorted(fabrics):
         version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
         release = gpudirect_release(fabric, version)
@@ -540,15 +537,9 @@ def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
     and libnccl_version) installs nccl-gib 1.1.0 next to libnccl2 2.27.5-1+cuda12.9, both pinned.
     """
     spec = ctx.spec
+    rdma = sorted(name for name, _, t in _typed_profiles(spec) if t.fabric == "gcp-rdma")
     provider = spec.provider
-    if not isinstance(provider, GcpProvider):
-        return
-    rdma = sorted(
-        name
-        for name, profile in spec.hardware.items()
-        if (t := instance_type(profile.instance_type)) is not None and t.fabric == "gcp-rdma"
-    )
-    if not rdma:
+    if not rdma or not isinstance(provider, GcpProvider):
         return
     version = provider.nccl_gib
     want = NCCL_GIB_NCCL.get(version)

@@ -209,6 +209,33 @@ def _field_name(path: FieldPath, key_error: bool = False) -> str:
     return str(path[-1])
 
 
+def _error(
+    file: str,
+    code: str,
+    rule: str,
+    message: str,
+    hint: str,
+    at: tuple[int, int] = (0, 0),
+    path: FieldPath = (),
+    data: dict[str, Any] | None = None,
+) -> Finding:
+    """An error in the spec file, ``at`` its 1-based line and column ((0, 0) when unknown)."""
+    line, column = at
+    return Finding(
+        code, Level.ERROR, message, hint, rule, path=path, file=file, line=line, column=column, data=data or {}
+    )
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of the character at ``offset``."""
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+
+
+def _mark_position(mark: Any) -> tuple[int, int]:
+    """The 1-based line and column of a ruamel error mark ((0, 0) when there is none)."""
+    return (mark.line + 1, mark.column + 1) if mark else (0, 0)
+
+
 def _findings_from_validation(error: ValidationError, file: str, positions: Positions, data: Any) -> list[Finding]:
     findings: list[Finding] = []
     seen: set[tuple[FieldPath, str]] = set()
@@ -244,20 +271,8 @@ def _findings_from_validation(error: ValidationError, file: str, positions: Posi
         if key in seen:
             continue
         seen.add(key)
-        findings.append(
-            Finding(
-                code=f"SPEC-{kind}",
-                level=Level.ERROR,
-                path=path,
-                message=message,
-                hint=hint,
-                rule="schema",
-                file=file,
-                line=line,
-                column=col,
-                data={"value": repr(_value_at(data, path))[:80]},
-            )
-        )
+        value = repr(_value_at(data, path))[:80]
+        findings.append(_error(file, f"SPEC-{kind}", "schema", message, hint, (line, col), path, {"value": value}))
     return findings
 
 
@@ -274,63 +289,24 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Positions]:
     try:
         document = _yaml().load(text)
     except DuplicateKeyError as exc:
-        mark = exc.problem_mark
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-duplicate-key",
-                    level=Level.ERROR,
-                    path=(),
-                    message=f"Duplicate key: {exc.problem}.".replace("\n", " "),
-                    hint="Each key may appear once in a mapping; remove or merge the duplicate.",
-                    rule="yaml",
-                    file=file,
-                    line=(mark.line + 1) if mark else 0,
-                    column=(mark.column + 1) if mark else 0,
-                )
-            ]
-        ) from None
+        message = f"Duplicate key: {exc.problem}.".replace("\n", " ")
+        hint = "Each key may appear once in a mapping; remove or merge the duplicate."
+        at = _mark_position(exc.problem_mark)
+        raise SpecError([_error(file, "SPEC-duplicate-key", "yaml", message, hint, at)]) from None
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-yaml",
-                    level=Level.ERROR,
-                    path=(),
-                    message=f"This is not valid YAML: {exc.problem or exc.context}.",
-                    hint="Check indentation and quoting around this line.",
-                    rule="yaml",
-                    file=file,
-                    line=(mark.line + 1) if mark else 0,
-                    column=(mark.column + 1) if mark else 0,
-                )
-            ]
-        ) from None
+        message = f"This is not valid YAML: {exc.problem or exc.context}."
+        hint = "Check indentation and quoting around this line."
+        at = _mark_position(exc.problem_mark or exc.context_mark)
+        raise SpecError([_error(file, "SPEC-yaml", "yaml", message, hint, at)]) from None
     except YAMLError as exc:
         # Unmarked errors: the reader refusing a control character (it gives a character offset).
         offset = getattr(exc, "position", None)
-        line, column = (1, 1)
-        if isinstance(offset, int):
-            line = text.count("\n", 0, offset) + 1
-            column = offset - text.rfind("\n", 0, offset)
+        at = _line_column(text, offset) if isinstance(offset, int) else (1, 1)
         character = getattr(exc, "character", None)
         what = f"the character #x{character:04x}" if isinstance(character, int) else str(exc).split("\n")[0][:120]
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-yaml",
-                    level=Level.ERROR,
-                    path=(),
-                    message=f"This is not valid YAML: {what} is not allowed in a YAML file.",
-                    hint="Remove control characters (NUL, escape codes); a spec is plain UTF-8 text.",
-                    rule="yaml",
-                    file=file,
-                    line=line,
-                    column=column,
-                )
-            ]
-        ) from None
+        message = f"This is not valid YAML: {what} is not allowed in a YAML file."
+        hint = "Remove control characters (NUL, escape codes); a spec is plain UTF-8 text."
+        raise SpecError([_error(file, "SPEC-yaml", "yaml", message, hint, at)]) from None
     return _plain(document, (), positions), positions
 
 
@@ -347,56 +323,20 @@ def load_spec(path: str | Path) -> LoadedSpec:
     try:
         raw = read_capped(spec_path, file)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-file",
-                    level=Level.ERROR,
-                    path=(),
-                    message=f"Cannot read the spec: {reason}.",
-                    hint="Check the path; a spec is a YAML file such as examples/local.yaml.",
-                    rule="file",
-                    file=file,
-                )
-            ]
-        ) from None
+        message = f"Cannot read the spec: {exc.strerror or exc}."
+        hint = "Check the path; a spec is a YAML file such as examples/local.yaml."
+        raise SpecError([_error(file, "SPEC-file", "file", message, hint)]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-file",
-                    level=Level.ERROR,
-                    path=(),
-                    message=f"The spec is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot start a character.",
-                    hint="Save the file as UTF-8.",
-                    rule="file",
-                    file=file,
-                    line=line,
-                    column=exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1,
-                )
-            ]
-        ) from None
+        message = f"The spec is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot start a character."
+        # latin-1 decodes every byte to one character, so the byte offset stays the character offset.
+        at = _line_column(raw.decode("latin-1"), exc.start)
+        raise SpecError([_error(file, "SPEC-file", "file", message, "Save the file as UTF-8.", at)]) from None
     data, positions = parse_yaml(text, file)
     if not isinstance(data, dict):
-        raise SpecError(
-            [
-                Finding(
-                    code="SPEC-document",
-                    level=Level.ERROR,
-                    path=(),
-                    message="The spec must be a YAML mapping with `version`, `name`, `provider`, ... at the top.",
-                    hint="See examples/local.yaml.",
-                    rule="schema",
-                    file=file,
-                    line=1,
-                    column=1,
-                )
-            ]
-        )
+        message = "The spec must be a YAML mapping with `version`, `name`, `provider`, ... at the top."
+        raise SpecError([_error(file, "SPEC-document", "schema", message, "See examples/local.yaml.", (1, 1))])
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:

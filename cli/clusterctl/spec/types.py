@@ -23,7 +23,9 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, PlainSerializer, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 # --- text: the shared checks --------------------------------------------------------------------
 
@@ -62,7 +64,8 @@ class TextCheck:
     """A before-validator for one text type: charset/shape ``pattern``, length cap, extra check.
 
     ``pattern`` is matched against the whole value (``re.fullmatch``, ASCII only), so a trailing
-    newline or a Unicode look-alike never slips past an anchor.
+    newline or a Unicode look-alike never slips past an anchor. ``Annotated[str, check]`` is the
+    text type: pydantic runs the check before its own ``str`` validation and shows ``schema``.
     """
 
     what: str
@@ -92,6 +95,12 @@ class TextCheck:
         if self.examples:
             out["examples"] = list(self.examples)
         return out
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return BeforeValidator(self).__get_pydantic_core_schema__(source, handler)
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return self.schema
 
 
 def _json_pattern(regex: re.Pattern[str]) -> str:
@@ -158,7 +167,7 @@ _host_label = TextCheck(
     max_length=63,
     examples=("dgx-h100",),
 )
-HostLabel = Annotated[str, BeforeValidator(_host_label), WithJsonSchema(_host_label.schema)]
+HostLabel = Annotated[str, _host_label]
 """One DNS label (RFC 1123: may start with a digit), lower case: profile names, host names."""
 
 
@@ -183,7 +192,7 @@ _hostname = TextCheck(
     examples=("nfs01.atlas.internal", "10.20.0.5"),
     extra=_ipv4_lookalike,
 )
-Hostname = Annotated[str, BeforeValidator(_hostname), WithJsonSchema(_hostname.schema)]
+Hostname = Annotated[str, _hostname]
 """A host name (FQDN or single label) or an IPv4 address, at most 253 characters."""
 
 _dns_domain = TextCheck(
@@ -196,7 +205,7 @@ _dns_domain = TextCheck(
     max_length=253,
     examples=("atlas.internal",),
 )
-DnsDomain = Annotated[str, BeforeValidator(_dns_domain), WithJsonSchema(_dns_domain.schema)]
+DnsDomain = Annotated[str, _dns_domain]
 """The nodes' DNS domain, lower case (rule NAM002 checks that ``host.domain`` fits DNS's 253 characters)."""
 
 _slurm_name = TextCheck(
@@ -206,7 +215,7 @@ _slurm_name = TextCheck(
     max_length=63,
     examples=("gpu", "h100_nvl"),
 )
-SlurmName = Annotated[str, BeforeValidator(_slurm_name), WithJsonSchema(_slurm_name.schema)]
+SlurmName = Annotated[str, _slurm_name]
 """A name slurm.conf holds (partition, feature, GRES type, account)."""
 
 _safe_name = TextCheck(
@@ -216,7 +225,7 @@ _safe_name = TextCheck(
     max_length=63,
     examples=("ckpt",),
 )
-SafeName = Annotated[str, BeforeValidator(_safe_name), WithJsonSchema(_safe_name.schema)]
+SafeName = Annotated[str, _safe_name]
 """A name of a thing outside clusterctl (a WEKA file system, ...): a conservative charset."""
 
 _linux_user = TextCheck(
@@ -226,7 +235,7 @@ _linux_user = TextCheck(
     max_length=32,
     examples=("ubuntu",),
 )
-LinuxUser = Annotated[str, BeforeValidator(_linux_user), WithJsonSchema(_linux_user.schema)]
+LinuxUser = Annotated[str, _linux_user]
 """A Linux login name (useradd's portable charset)."""
 
 
@@ -306,7 +315,7 @@ _absolute_path = TextCheck(
     examples=("/export/home",),
     extra=_segments_problem,
 )
-AbsolutePath = Annotated[str, BeforeValidator(_absolute_path), WithJsonSchema(_absolute_path.schema)]
+AbsolutePath = Annotated[str, _absolute_path]
 """An absolute POSIX path in a safe charset, without ``..`` segments."""
 
 # Directories the OS owns: a file system mounted on or below one of them hides or replaces
@@ -369,7 +378,7 @@ _mount_point = TextCheck(
     examples=("/lustre/datasets", "/home"),
     extra=_mount_point_problem,
 )
-MountPoint = Annotated[str, BeforeValidator(_mount_point), WithJsonSchema(_mount_point.schema)]
+MountPoint = Annotated[str, _mount_point]
 """A mount point: an absolute path that is not a system directory nor inside one."""
 
 _relative_path = TextCheck(
@@ -383,7 +392,7 @@ _relative_path = TextCheck(
     examples=("machines.csv",),
     extra=_segments_problem,
 )
-RelativePath = Annotated[str, BeforeValidator(_relative_path), WithJsonSchema(_relative_path.schema)]
+RelativePath = Annotated[str, _relative_path]
 """A file path relative to the spec's directory: not absolute, no ``..``."""
 
 _file_name = TextCheck(
@@ -393,7 +402,7 @@ _file_name = TextCheck(
     max_length=255,
     examples=("ubuntu-24.04.2-live-server-amd64.iso",),
 )
-FileName = Annotated[str, BeforeValidator(_file_name), WithJsonSchema(_file_name.schema)]
+FileName = Annotated[str, _file_name]
 """A single file name, no directory part."""
 
 _disk_match = TextCheck(
@@ -407,7 +416,7 @@ _disk_match = TextCheck(
     examples=("/dev/nvme0n1",),
     extra=_segments_problem,
 )
-DiskMatch = Annotated[str, BeforeValidator(_disk_match), WithJsonSchema(_disk_match.schema)]
+DiskMatch = Annotated[str, _disk_match]
 """A disk selector for the installer: a /dev path, globs allowed."""
 
 
@@ -451,7 +460,7 @@ _url = TextCheck(
     examples=("https://mirror.example.com/slurm",),
     extra=_url_problem,
 )
-Url = Annotated[str, BeforeValidator(_url), WithJsonSchema(_url.schema)]
+Url = Annotated[str, _url]
 """An http, https or file URL: no credentials, no whitespace, control or shell characters."""
 
 _apt_token = TextCheck(
@@ -462,7 +471,7 @@ _apt_token = TextCheck(
     examples=("bookworm", "main"),
     extra=_segments_problem,
 )
-AptToken = Annotated[str, BeforeValidator(_apt_token), WithJsonSchema(_apt_token.schema)]
+AptToken = Annotated[str, _apt_token]
 """An APT suite or component name (one word of a deb line)."""
 
 
@@ -486,7 +495,7 @@ _netdev = TextCheck(
     examples=("eth0", "ibp12s0"),
     extra=_netdev_problem,
 )
-NetdevName = Annotated[str, BeforeValidator(_netdev), WithJsonSchema(_netdev.schema)]
+NetdevName = Annotated[str, _netdev]
 """A Linux network interface name (``ip link``), at most 15 characters."""
 
 _rdma_device = TextCheck(
@@ -499,7 +508,7 @@ _rdma_device = TextCheck(
     max_length=64,
     examples=("mlx5_0",),
 )
-RdmaDevice = Annotated[str, BeforeValidator(_rdma_device), WithJsonSchema(_rdma_device.schema)]
+RdmaDevice = Annotated[str, _rdma_device]
 """An RDMA (verbs) device name as in /sys/class/infiniband."""
 
 
@@ -514,7 +523,7 @@ _pci_address = TextCheck(
     examples=("0000:0c:00.0",),
     normalize=str.lower,
 )
-PciAddress = Annotated[str, BeforeValidator(_pci_address), WithJsonSchema(_pci_address.schema)]
+PciAddress = Annotated[str, _pci_address]
 """A PCI address ``DDDD:BB:DD.F`` (lower case, as in /sys/bus/pci/devices)."""
 
 _mac_address = TextCheck(
@@ -525,7 +534,7 @@ _mac_address = TextCheck(
     examples=("3c:ec:ef:01:02:03",),
     normalize=str.lower,
 )
-MacAddress = Annotated[str, BeforeValidator(_mac_address), WithJsonSchema(_mac_address.schema)]
+MacAddress = Annotated[str, _mac_address]
 """A MAC address ``aa:bb:cc:dd:ee:ff`` (lower case)."""
 
 
@@ -553,7 +562,7 @@ _lustre_nid = TextCheck(
     examples=("10.30.0.11@o2ib", "172.31.0.5@tcp"),
     extra=_nid_problem,
 )
-LustreNid = Annotated[str, BeforeValidator(_lustre_nid), WithJsonSchema(_lustre_nid.schema)]
+LustreNid = Annotated[str, _lustre_nid]
 """A Lustre NID ``address@net``."""
 
 _lustre_fsname = TextCheck(
@@ -563,7 +572,7 @@ _lustre_fsname = TextCheck(
     max_length=8,
     examples=("datasets",),
 )
-LustreFsname = Annotated[str, BeforeValidator(_lustre_fsname), WithJsonSchema(_lustre_fsname.schema)]
+LustreFsname = Annotated[str, _lustre_fsname]
 """A Lustre fsname: at most 8 characters."""
 
 _mount_option = TextCheck(
@@ -576,7 +585,7 @@ _mount_option = TextCheck(
     max_length=256,
     examples=("noatime", "vers=4.2"),
 )
-MountOption = Annotated[str, BeforeValidator(_mount_option), WithJsonSchema(_mount_option.schema)]
+MountOption = Annotated[str, _mount_option]
 """One mount option (a list item each, never comma-joined in the spec)."""
 
 
@@ -589,7 +598,7 @@ _region = TextCheck(
     max_length=50,
     examples=("us-east-1",),
 )
-CloudRegion = Annotated[str, BeforeValidator(_region), WithJsonSchema(_region.schema)]
+CloudRegion = Annotated[str, _region]
 """A cloud region name."""
 
 _zone = TextCheck(
@@ -599,7 +608,7 @@ _zone = TextCheck(
     max_length=64,
     examples=("us-east-1a",),
 )
-CloudZone = Annotated[str, BeforeValidator(_zone), WithJsonSchema(_zone.schema)]
+CloudZone = Annotated[str, _zone]
 """A cloud availability zone."""
 
 _instance_type = TextCheck(
@@ -609,37 +618,24 @@ _instance_type = TextCheck(
     max_length=128,
     examples=("p5.48xlarge",),
 )
-InstanceType = Annotated[str, BeforeValidator(_instance_type), WithJsonSchema(_instance_type.schema)]
+InstanceType = Annotated[str, _instance_type]
 """A cloud instance or machine type."""
 
-_aws_vpc_id = TextCheck(
-    what="an AWS VPC id",
-    pattern=r"vpc-[0-9a-f]{1,17}",
-    allowed="'vpc-' and hex digits, e.g. vpc-0abc1234",
-    max_length=21,
-    examples=("vpc-0abc1234",),
-)
-AwsVpcId = Annotated[str, BeforeValidator(_aws_vpc_id), WithJsonSchema(_aws_vpc_id.schema)]
 
-_aws_subnet_id = TextCheck(
-    what="an AWS subnet id",
-    pattern=r"subnet-[0-9a-f]{1,17}",
-    allowed="'subnet-' and hex digits, e.g. subnet-0b578c46a39edb5d3",
-    max_length=24,
-    examples=("subnet-0b578c46a39edb5d3",),
-)
-AwsSubnetId = Annotated[str, BeforeValidator(_aws_subnet_id), WithJsonSchema(_aws_subnet_id.schema)]
+def _aws_id(kind: str, prefix: str, example: str) -> TextCheck:
+    """An AWS resource id: ``<prefix>-`` and up to 17 hex digits."""
+    return TextCheck(
+        what=f"an AWS {kind} id",
+        pattern=rf"{prefix}-[0-9a-f]{{1,17}}",
+        allowed=f"'{prefix}-' and hex digits, e.g. {example}",
+        max_length=len(prefix) + 18,
+        examples=(example,),
+    )
 
-_aws_capacity_reservation_id = TextCheck(
-    what="an AWS capacity reservation id",
-    pattern=r"cr-[0-9a-f]{1,17}",
-    allowed="'cr-' and hex digits, e.g. cr-0eaf243f6d60fcc9a",
-    max_length=20,
-    examples=("cr-0eaf243f6d60fcc9a",),
-)
-AwsCapacityReservationId = Annotated[
-    str, BeforeValidator(_aws_capacity_reservation_id), WithJsonSchema(_aws_capacity_reservation_id.schema)
-]
+
+AwsVpcId = Annotated[str, _aws_id("VPC", "vpc", "vpc-0abc1234")]
+AwsSubnetId = Annotated[str, _aws_id("subnet", "subnet", "subnet-0b578c46a39edb5d3")]
+AwsCapacityReservationId = Annotated[str, _aws_id("capacity reservation", "cr", "cr-0eaf243f6d60fcc9a")]
 
 _aws_placement_group = TextCheck(
     what="an AWS placement group name",
@@ -648,7 +644,7 @@ _aws_placement_group = TextCheck(
     max_length=255,
     examples=("odcr-pg",),
 )
-AwsPlacementGroup = Annotated[str, BeforeValidator(_aws_placement_group), WithJsonSchema(_aws_placement_group.schema)]
+AwsPlacementGroup = Annotated[str, _aws_placement_group]
 
 _gcp_project = TextCheck(
     what="a GCP project id",
@@ -657,7 +653,7 @@ _gcp_project = TextCheck(
     max_length=94,
     examples=("my-gpu-project",),
 )
-GcpProjectId = Annotated[str, BeforeValidator(_gcp_project), WithJsonSchema(_gcp_project.schema)]
+GcpProjectId = Annotated[str, _gcp_project]
 
 _GCP_NAME = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 _gcp_resource = TextCheck(
@@ -674,7 +670,7 @@ _gcp_resource = TextCheck(
     max_length=400,
     examples=("a3mega-reservation",),
 )
-GcpResource = Annotated[str, BeforeValidator(_gcp_resource), WithJsonSchema(_gcp_resource.schema)]
+GcpResource = Annotated[str, _gcp_resource]
 """A GCP network, subnetwork or reservation: a name or a self-link."""
 
 _azure_resource_group = TextCheck(
@@ -684,9 +680,7 @@ _azure_resource_group = TextCheck(
     max_length=90,
     examples=("clusterctl-nimbus",),
 )
-AzureResourceGroup = Annotated[
-    str, BeforeValidator(_azure_resource_group), WithJsonSchema(_azure_resource_group.schema)
-]
+AzureResourceGroup = Annotated[str, _azure_resource_group]
 
 _azure_resource_id = TextCheck(
     what="an Azure resource id",
@@ -701,7 +695,7 @@ _azure_resource_id = TextCheck(
     ),
     extra=_segments_problem,
 )
-AzureResourceId = Annotated[str, BeforeValidator(_azure_resource_id), WithJsonSchema(_azure_resource_id.schema)]
+AzureResourceId = Annotated[str, _azure_resource_id]
 
 _cloud_image = TextCheck(
     what="a cloud OS image",
@@ -721,7 +715,7 @@ _cloud_image = TextCheck(
     examples=("ami-0123456789abcdef0", "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"),
     extra=lambda image: "`..` is not allowed in an image reference" if ".." in image else None,
 )
-CloudImage = Annotated[str, BeforeValidator(_cloud_image), WithJsonSchema(_cloud_image.schema)]
+CloudImage = Annotated[str, _cloud_image]
 """A cloud OS image reference in one of the providers' documented forms."""
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -735,7 +729,7 @@ _image_ref = TextCheck(
     max_length=512,
     examples=("local/debian:bookworm",),
 )
-ImageReference = Annotated[str, BeforeValidator(_image_ref), WithJsonSchema(_image_ref.schema)]
+ImageReference = Annotated[str, _image_ref]
 """A container image reference (Docker's grammar, lower-case repository)."""
 
 
@@ -778,7 +772,7 @@ _ssh_public_key = TextCheck(
     examples=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example.com",),
     extra=_ssh_key_problem,
 )
-SshPublicKey = Annotated[str, BeforeValidator(_ssh_public_key), WithJsonSchema(_ssh_public_key.schema)]
+SshPublicKey = Annotated[str, _ssh_public_key]
 """An OpenSSH public key line, format-checked (no authorized_keys options)."""
 
 PLAIN_TEXT_MAX = 1024
@@ -788,7 +782,7 @@ _plain_text = TextCheck(
     allowed=f"one line without control characters, at most {PLAIN_TEXT_MAX} characters",
     max_length=PLAIN_TEXT_MAX,
 )
-PlainText = Annotated[str, BeforeValidator(_plain_text), WithJsonSchema(_plain_text.schema)]
+PlainText = Annotated[str, _plain_text]
 """Free text (a description, a comment): one line, no control characters, length-capped."""
 
 _BW_UNITS: dict[str, float] = {
@@ -966,7 +960,7 @@ _bmc_address = TextCheck(
     examples=("10.10.0.11", "https://bmc-gpu001.mgmt/redfish/v1/Systems/1"),
     extra=_bmc_address_problem,
 )
-BmcAddress = Annotated[str, BeforeValidator(_bmc_address), WithJsonSchema(_bmc_address.schema)]
+BmcAddress = Annotated[str, _bmc_address]
 """A Redfish BMC address from machines.csv: https by default; http only where the spec allows it."""
 
 # --- added for onprem (rails named by PCI address or RDMA device name) ---
@@ -1016,7 +1010,7 @@ _checksum = TextCheck(
     max_length=135,
     examples=("sha256:bd68839e741b0afd3ec2e37d50603803cfa7a279c120f0a736cc57c2ff2d7fdc",),
 )
-Checksum = Annotated[str, BeforeValidator(_checksum), WithJsonSchema(_checksum.schema)]
+Checksum = Annotated[str, _checksum]
 """A digest of a downloaded file with its algorithm, in the form Ansible's get_url ``checksum`` takes."""
 
 # --- added for verify (GPU-NUMA map, gres.conf Cores=; the nccl-tests archive's sha256) ---
@@ -1030,5 +1024,5 @@ _sha256 = TextCheck(
     max_length=71,
     examples=("sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1",),
 )
-Sha256 = Annotated[str, BeforeValidator(_sha256), WithJsonSchema(_sha256.schema)]
+Sha256 = Annotated[str, _sha256]
 """The sha256 of a source archive, in the form Ansible's get_url ``checksum`` takes."""

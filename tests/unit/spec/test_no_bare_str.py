@@ -20,8 +20,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator,
 import clusterctl.spec
 from clusterctl.spec.base import StrictModel
 from clusterctl.spec.models import Spec
+from clusterctl.spec.types import TextCheck
 
-_VALIDATORS = (BeforeValidator, AfterValidator, PlainValidator, WrapValidator)
+_VALIDATORS = (BeforeValidator, AfterValidator, PlainValidator, WrapValidator, TextCheck)
 
 
 def _bare_strings(tp: Any, metadata: list[Any], where: str, seen: set[type]) -> list[str]:

@@ -35,21 +35,13 @@ from clusterctl.run import sshopts
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.sshopts import SshAccess, SshEndpoint
 from clusterctl.run.state import write_atomic
+from clusterctl.spec.types import SSH_KEY_TYPES
 
 INVENTORY_FILE = "provisioned.yml"
 KNOWN_HOSTS_FILE = "known_hosts"
 BASTION = "bastion"
 KNOWN_HOSTS_MODE = 0o644
 # An OpenSSH public key line: type, base64 key, optional comment without control characters.
-_KEY_TYPES = (
-    "ssh-ed25519",
-    "ssh-rsa",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-)
 _KEY_RE = re.compile(
     r"\A(?P<type>[a-z0-9@.-]{1,64}) (?P<key>[A-Za-z0-9+/]{4,16384}={0,3})(?P<comment> [\x21-\x7e]{1,256})?\Z", re.ASCII
 )
@@ -63,7 +55,7 @@ def host_key_line(key: object, host: str) -> str:
             ``@cert-authority`` or any other text is refused, so it cannot add a known_hosts line).
     """
     match = _KEY_RE.match(key) if isinstance(key, str) else None
-    if match is None or match["type"] not in _KEY_TYPES:
+    if match is None or match["type"] not in SSH_KEY_TYPES:
         raise ProviderError(
             f"the SSH host key of {host} in the stack outputs is not an OpenSSH public key line "
             f"({str(key)[:40]!a}); run `clusterctl up` again, and check the stack if it persists"
