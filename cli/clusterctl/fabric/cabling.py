@@ -128,15 +128,9 @@ def index_hosts(fabric: Fabric, host_pattern: HostPattern) -> Hosts:
             continue
         host, hca = names
         linked: set[int] = set()
-        for link in fabric.links_of(ca.guid):
-            for end, port in link.ends():
-                if end != ca.guid:
-                    continue
-                far, far_port = link.other_end(ca.guid, port)
-                far_node = fabric.nodes.get(far)
-                if far_node is not None and far_node.kind == "switch":
-                    attached.append(Attachment(host, hca, ca.guid, port, far, far_port, link))
-                    linked.add(port)
+        for port, far, far_port, link in fabric.switch_links(ca.guid):
+            attached.append(Attachment(host, hca, ca.guid, port, far, far_port, link))
+            linked.add(port)
         for ca_port in ca.ports:
             if ca_port.number not in linked and not ca_port.connected:
                 unlinked[(host, hca)].append((ca.guid, ca_port.number, ca_port.state))

@@ -359,6 +359,19 @@ class Fabric:
         """Return the links that touch a node, in canonical order."""
         return list(self._links_by_node.get(guid, ()))
 
+    def switch_links(self, guid: str) -> list[tuple[int, str, int, Link]]:
+        """Return ``(port, switch_guid, switch_port, link)`` for each port of a node cabled to a switch."""
+        out: list[tuple[int, str, int, Link]] = []
+        for link in self.links_of(guid):
+            for end, port in link.ends():
+                if end != guid:
+                    continue
+                far, far_port = link.other_end(guid, port)
+                far_node = self.nodes.get(far)
+                if far_node is not None and far_node.kind == "switch":
+                    out.append((port, far, far_port, link))
+        return out
+
     def link_at(self, guid: str, port: int) -> Link | None:
         """Return the link plugged into a port, or ``None``."""
         for link in self._links_by_node.get(guid, ()):
@@ -394,15 +407,8 @@ class Fabric:
             names = split_description(ca.description, host_pattern)
             if names is None:
                 continue
-            for link in self.links_of(ca.guid):
-                for end, port in link.ends():
-                    if end != ca.guid:
-                        continue
-                    far, far_port = link.other_end(ca.guid, port)
-                    far_node = self.nodes.get(far)
-                    if far_node is None or far_node.kind != "switch":
-                        continue
-                    found[names].append((ca.guid, port, HcaAttachment(far, far_port, link)))
+            for port, far, far_port, link in self.switch_links(ca.guid):
+                found[names].append((ca.guid, port, HcaAttachment(far, far_port, link)))
         result: dict[tuple[str, str], HcaAttachment] = {}
         for (host, hca), entries in sorted(found.items()):
             if len(entries) == 1:

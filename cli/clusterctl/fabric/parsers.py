@@ -91,6 +91,11 @@ class _PortDraft:
     state: str | None = None
 
 
+def _seen_port(kind: NodeKind, guid: str | None, lid: int | None, state: str | None = None) -> _PortDraft:
+    """A port as one report shows it; the LID printed beside a switch port is the switch's, not the port's."""
+    return _PortDraft(guid, lid if kind != "switch" else None, state)
+
+
 @dataclass
 class _Builder:
     source: str
@@ -124,19 +129,13 @@ class _Builder:
         if port_count is not None:
             draft.port_count = port_count
 
-    def port(
-        self,
-        guid: str,
-        number: int,
-        *,
-        port_guid: str | None = None,
-        lid: int | None = None,
-        state: str | None = None,
-    ) -> None:
+    def port(self, guid: str, number: int, seen: _PortDraft | None = None) -> None:
+        """Record a port; what an earlier report said of it wins over ``seen``."""
         draft = self.ports.setdefault((guid, number), _PortDraft())
-        draft.guid = draft.guid or port_guid
-        draft.lid = draft.lid if draft.lid is not None else lid
-        draft.state = draft.state or state
+        if seen is not None:
+            draft.guid = draft.guid or seen.guid
+            draft.lid = draft.lid if draft.lid is not None else seen.lid
+            draft.state = draft.state or seen.state
 
     def link(self, new: Link, line_no: int) -> None:
         """Record a link once, whichever end reported it, and reconcile disagreements."""
@@ -396,18 +395,10 @@ def _plain_port(
     builder.node(remote, remote_kind, remote_desc, lid=remote_lid if remote_kind == "switch" else None)
     local_lid = _LID_RE.search(local_part)
     number, remote_port = int(port["port"]), int(port["rport"])
-    builder.port(
-        current,
-        number,
-        port_guid=normalize_guid(port["pguid"]) if port["pguid"] else None,
-        lid=int(local_lid["lid"]) if local_lid and current_kind != "switch" else None,
-    )
-    builder.port(
-        remote,
-        remote_port,
-        port_guid=normalize_guid(port["rpguid"]) if port["rpguid"] else None,
-        lid=remote_lid if remote_kind != "switch" else None,
-    )
+    local_guid = normalize_guid(port["pguid"]) if port["pguid"] else None
+    builder.port(current, number, _seen_port(current_kind, local_guid, int(local_lid["lid"]) if local_lid else None))
+    remote_guid = normalize_guid(port["rpguid"]) if port["rpguid"] else None
+    builder.port(remote, remote_port, _seen_port(remote_kind, remote_guid, remote_lid))
     width, speed = _rate(tail_match["width"], tail_match["speed"], builder, line_no)
     builder.link(make_link((current, number), (remote, remote_port), width, speed), line_no)
 
@@ -467,12 +458,7 @@ def _parse_ports_report(text: str) -> Fabric:
         kind = _ports_kind(match["nt"], local_desc)
         lid, number = int(match["lid"]), int(match["port"])
         builder.node(guid, kind, local_desc, lid=lid, declared=True)
-        builder.port(
-            guid,
-            number,
-            port_guid=guid if kind != "switch" else None,
-            lid=lid if kind != "switch" else None,
-        )
+        builder.port(guid, number, _seen_port(kind, guid if kind != "switch" else None, lid))
         if remote is None:
             if rest.startswith("-"):
                 raise FabricParseError(line_no, raw, "The remote end of this port is not readable.")
@@ -481,12 +467,7 @@ def _parse_ports_report(text: str) -> Fabric:
         rkind = _ports_kind(remote["nt"], remote["rdesc"])
         rlid, rport = int(remote["lid"]), int(remote["port"])
         builder.node(rguid, rkind, remote["rdesc"], lid=rlid)
-        builder.port(
-            rguid,
-            rport,
-            port_guid=rguid if rkind != "switch" else None,
-            lid=rlid if rkind != "switch" else None,
-        )
+        builder.port(rguid, rport, _seen_port(rkind, rguid if rkind != "switch" else None, rlid))
         width, speed = _rate(match["width"], match["speed"], builder, line_no)
         builder.link(make_link((guid, number), (rguid, rport), width, speed), line_no)
     return builder.build()
@@ -654,13 +635,7 @@ def _resolve_linkinfo(builder: _Builder, listed: list[_Listed], ports: list[_Lin
         builder.node(guid, rec.kind, rec.node_desc, lid=rec.lid, declared=True)
 
     for rec, guid in zip(ports, local_guids, strict=True):
-        builder.port(
-            guid,
-            rec.port,
-            port_guid=rec.port_guid,
-            lid=rec.lid if rec.kind != "switch" else None,
-            state=rec.state,
-        )
+        builder.port(guid, rec.port, _seen_port(rec.kind, rec.port_guid, rec.lid, rec.state))
         if rec.remote is None:
             continue
         rdesc = rec.remote["desc"].strip()

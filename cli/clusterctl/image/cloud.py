@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner, failure_message
-from clusterctl.image.drift import DPKG_QUERY, PackageListError, parse_packages
+from clusterctl.image.drift import DPKG_QUERY, installed_packages
 from clusterctl.image.hash import ImageHash
 from clusterctl.image.lock import LockedImage
 from clusterctl.paths import roles_dir
@@ -523,13 +523,7 @@ class CloudImageTarget:
         rc, out, err = remote.run(BUILDER, DPKG_QUERY, 120)
         if rc != 0:
             raise ImageBuildError(f"dpkg-query failed on the builder of {profile}: {err.strip()[:200]}")
-        try:
-            packages = parse_packages(out)
-        except PackageListError as exc:
-            raise ImageBuildError(f"the package list of the builder of {profile} could not be read: {exc}") from None
-        if not packages:
-            raise ImageBuildError(f"dpkg-query lists no installed package on the builder of {profile}")
-        return packages
+        return installed_packages(out, f"the builder of {profile}", ImageBuildError, "on")
 
     def _wait_powered_off(self, address: str, profile: str, events: EventBus) -> None:
         """Until the sealed builder stops answering on its SSH port (it powers itself off)."""

@@ -10,7 +10,7 @@ The node is read with one command (:data:`DPKG_QUERY`), the same one the lock is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 # Status (want, state, error), the package with its architecture where Debian qualifies it, version.
@@ -40,6 +40,24 @@ def parse_packages(text: str) -> dict[str, str]:
         status, name, version = parts
         if status[1] == "i":
             packages[name] = version
+    return packages
+
+
+def installed_packages(
+    text: str, where: str, error: Callable[[str], Exception], preposition: str = "in"
+) -> dict[str, str]:
+    """The installed packages ``text`` lists, read ``preposition`` ``where`` (a builder, an image).
+
+    Raises:
+        Exception: what ``error`` makes of a message naming ``where``, when the list cannot be
+            read or names no installed package.
+    """
+    try:
+        packages = parse_packages(text)
+    except PackageListError as exc:
+        raise error(f"the package list of {where} could not be read: {exc}") from None
+    if not packages:
+        raise error(f"dpkg-query lists no installed package {preposition} {where}")
     return packages
 
 

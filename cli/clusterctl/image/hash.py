@@ -577,22 +577,33 @@ def explain(locked: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     if locked.get("plays") != current.get("plays"):
         out.append("site.yml's plays for it")
     for section, what in (("versions", "versions."), ("vars", "")):
-        old, new = locked.get(section) or {}, current.get(section) or {}
-        for name in sorted(set(old) | set(new)):
-            if name not in new:
-                out.append(f"{what}{name} no longer read")
-            elif name not in old:
-                out.append(f"{what}{name} {new[name]} now read")
-            elif old[name] != new[name]:
-                out.append(f"{what}{name} {old[name]} -> {new[name]}")
-    old_roles, new_roles = locked.get("roles") or {}, current.get("roles") or {}
-    for role in sorted(set(old_roles) | set(new_roles)):
-        if role not in new_roles:
-            out.append(f"role {role} no longer applied")
-        elif role not in old_roles:
-            out.append(f"role {role} now applied")
-        elif old_roles[role] != new_roles[role]:
-            out.append(f"roles/{role}'s install stage changed")
+        out += _entry_changes(
+            locked.get(section) or {},
+            current.get(section) or {},
+            gone=what + "{name} no longer read",
+            added=what + "{name} {new} now read",
+            changed=what + "{name} {old} -> {new}",
+        )
+    out += _entry_changes(
+        locked.get("roles") or {},
+        current.get("roles") or {},
+        gone="role {name} no longer applied",
+        added="role {name} now applied",
+        changed="roles/{name}'s install stage changed",
+    )
+    return out
+
+
+def _entry_changes(old: Mapping[str, Any], new: Mapping[str, Any], *, gone: str, added: str, changed: str) -> list[str]:
+    """One phrase per name whose entry went, came or changed; the phrases are formats of name, old and new."""
+    out: list[str] = []
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            out.append(gone.format(name=name))
+        elif name not in old:
+            out.append(added.format(name=name, new=new[name]))
+        elif old[name] != new[name]:
+            out.append(changed.format(name=name, old=old[name], new=new[name]))
     return out
 
 

@@ -16,7 +16,7 @@ import time
 
 from clusterctl.image import IMAGE_FORMAT, LABEL_ARCH, LABEL_FORMAT, LABEL_HASH, LABEL_OS, LABEL_PROFILE
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner, failure_message
-from clusterctl.image.drift import DPKG_QUERY, PackageListError, parse_packages
+from clusterctl.image.drift import DPKG_QUERY, installed_packages
 from clusterctl.image.hash import BUILDER_HOSTNAME, ImageHash, host_arch
 from clusterctl.image.lock import LockedImage
 from clusterctl.run.docker import docker, inspect
@@ -107,7 +107,7 @@ class LocalImageTarget:
     def packages(self, ref: str) -> dict[str, str]:
         """The packages in image ``ref`` (read in a throwaway container, without booting it)."""
         result = docker("run", "--rm", "--network", "none", "--entrypoint", "bash", ref, "-c", DPKG_QUERY, timeout=120)
-        return _parse(result.stdout, ref)
+        return installed_packages(result.stdout, ref, ProviderError)
 
     def build(self, job: BuildJob, install: InstallRunner, events: EventBus) -> FoundImage:
         """Start a builder from the base image, run the install stage on it, clean it, commit it."""
@@ -128,7 +128,8 @@ class LocalImageTarget:
             if not result.succeeded:
                 raise ImageBuildError(failure_message(job.builder.profile, result))
             events.host(PHASE, job.builder.profile, "ok", f"install stage in {time.monotonic() - started:.0f} s")
-            packages = _parse(docker("exec", name, "bash", "-c", DPKG_QUERY, timeout=120).stdout, name)
+            listed = docker("exec", name, "bash", "-c", DPKG_QUERY, timeout=120).stdout
+            packages = installed_packages(listed, name, ProviderError)
             docker("exec", name, "bash", "-c", CLEANUP, timeout=300)
             labels = {
                 LABEL_HASH: image.hash,
@@ -147,13 +148,3 @@ class LocalImageTarget:
             raise ImageBuildError(f"docker committed {name} as {tag}, but the engine does not list it")
         events.host(PHASE, job.builder.profile, "changed", f"committed {tag}")
         return FoundImage(ref=str(info["Id"]), tag=tag, packages=packages)
-
-
-def _parse(text: str, where: str) -> dict[str, str]:
-    try:
-        packages = parse_packages(text)
-    except PackageListError as exc:
-        raise ProviderError(f"the package list of {where} could not be read: {exc}") from None
-    if not packages:
-        raise ProviderError(f"dpkg-query lists no installed package in {where}")
-    return packages

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +94,7 @@ class Lock:
 
     def to_json(self) -> dict[str, Any]:
         """The file's data."""
-        return {
-            "lock_version": self.lock_version,
-            "cluster": self.cluster,
-            "clusterctl": self.clusterctl,
-            "collections_hash": self.collections_hash,
-            "roles_hash": self.roles_hash,
-            "images": {name: image.to_json() for name, image in self.images.items()},
-        }
+        return {**asdict(self), "images": {name: image.to_json() for name, image in self.images.items()}}
 
     def text(self) -> str:
         """The file's text: sorted keys, one value a line, a final newline (deterministic)."""

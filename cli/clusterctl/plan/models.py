@@ -8,13 +8,23 @@ a changed plan is a new one (``model_copy(update=...)``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clusterctl.spec.providers import LocalProvider, Provider, ProviderKind
 
 Role = Literal["controller", "login", "compute"]
+_Item = TypeVar("_Item")
+
+
+def _first(items: Iterable[_Item], matches: Callable[[_Item], bool], key: str) -> _Item:
+    """The first of ``items`` that ``matches``; KeyError(``key``) when none does."""
+    for item in items:
+        if matches(item):
+            return item
+    raise KeyError(key)
 
 
 class PlanModel(BaseModel):
@@ -112,8 +122,8 @@ class FabricPlan(PlanModel):
     leaf_spine_links: int
     spine_core_links: int
     oversubscription: float
-    max_endpoints_2tier: int
-    max_endpoints_3tier: int
+    max_endpoints_2tier: int = Field(description="node links a two-tier tree of this radix holds at most")
+    max_endpoints_3tier: int = Field(description="node links a three-tier tree of this radix holds at most")
     endpoints: int
     subnet_manager: str = "switch"
     opensm: list[OpenSmPlacement] = Field(default_factory=list)
@@ -600,10 +610,7 @@ class CloudPlan(PlanModel):
 
     def group(self, name: str) -> CloudInstanceGroupPlan:
         """The instance group ``name``."""
-        for group in self.groups:
-            if group.group == name:
-                return group
-        raise KeyError(name)
+        return _first(self.groups, lambda group: group.group == name, name)
 
 
 class BaremetalMachinePlan(PlanModel):
@@ -705,10 +712,7 @@ class Plan(PlanModel):
 
     def node(self, hostname: str) -> PlanNode:
         """The node named ``hostname``."""
-        for node in self.nodes:
-            if node.hostname == hostname:
-                return node
-        raise KeyError(hostname)
+        return _first(self.nodes, lambda node: node.hostname == hostname, hostname)
 
     def summary(self) -> dict[str, Any]:
         """The sizing report (what ``clusterctl plan --output json`` prints)."""

@@ -16,8 +16,10 @@ of the FI_* variables; the TCPXO plugin's own ``nccl-env-profile.sh`` carries it
 
 from __future__ import annotations
 
+from typing import Any
+
 from clusterctl.catalog import efa
-from clusterctl.catalog.cloud_services import DEFAULT_GPUDIRECT_PLUGIN, gpudirect_release
+from clusterctl.catalog.cloud_services import DEFAULT_GPUDIRECT_PLUGIN, GpuDirectRelease, gpudirect_release
 from clusterctl.catalog.compat import at_least, version_tuple
 from clusterctl.catalog.instances import InstanceType, instance_type
 from clusterctl.plan.models import (
@@ -59,6 +61,16 @@ def _s(name: str, value: str, why: str) -> NcclSetting:
     return NcclSetting(name=name, value=value, why=why)
 
 
+def _socket_ifname(ifname: str, why: str) -> list[NcclSetting]:
+    """The nccl.conf settings that only name the bootstrap interface."""
+    return [_s("NCCL_SOCKET_IFNAME", ifname, why)]
+
+
+def _profile(name: str, itype: InstanceType, settings: list[NcclSetting], **vendor: Any) -> NcclProfile:
+    """The NCCL profile of hardware profile ``name`` on ``itype`` with the vendor's settings and extras."""
+    return NcclProfile(hardware=name, gpu_model=itype.gpu_model or "", settings=settings, **vendor)
+
+
 # --- AWS EFA ------------------------------------------------------------------------------------
 
 
@@ -81,14 +93,11 @@ def efa_stack(provider: AwsProvider) -> EfaStack:
 def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> NcclProfile:
     plugin, installer, nccl = provider.aws_ofi_nccl, provider.efa_installer, spec.versions.nccl
     stack = efa_stack(provider)
-    settings = [
-        _s(
-            "NCCL_SOCKET_IFNAME",
-            "en",
-            "bootstrap over the ENA interfaces (ens*/enp*); EFA-only devices carry no IP (EFA cheatsheet: `en` "
-            "covers p4d and p5; awsome-distributed-training:1.architectures/efa-cheatsheet.md@7217859)",
-        )
-    ]
+    settings = _socket_ifname(
+        "en",
+        "bootstrap over the ENA interfaces (ens*/enp*); EFA-only devices carry no IP (EFA cheatsheet: `en` "
+        "covers p4d and p5; awsome-distributed-training:1.architectures/efa-cheatsheet.md@7217859)",
+    )
     job: list[NcclSetting] = []
     net_plugin = efa.ofi_nccl_net_plugin(plugin)
     if net_plugin:
@@ -133,10 +142,10 @@ def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> N
                 f"EFA installer {installer} < 1.29.1 with NCCL {nccl} >= 2.19 raises libfabric errors without it",
             )
         )
-    return NcclProfile(
-        hardware=name,
-        gpu_model=itype.gpu_model or "",
-        settings=settings,
+    return _profile(
+        name,
+        itype,
+        settings,
         job_env=job,
         # The AMI sbatch's LD_LIBRARY_PATH: libfabric, Open MPI, then the plugin's directory of this release.
         job_env_ld_path=[f"{efa.EFA_PREFIX}/lib", f"{efa.OPENMPI_PREFIX}/lib", stack.ofi_nccl_libdir],
@@ -202,9 +211,45 @@ def _tcpx_bindings(nics: tuple[str, ...], cores: tuple[str, ...]) -> str:
 _TCPX_TX = ("8-21,112-125", "8-21,112-125", "60-73,164-177", "60-73,164-177")
 _TCPX_RX = ("22-35,126-139", "22-35,126-139", "74-87,178-191", "74-87,178-191")
 
+# The docker options every receive-datapath-manager runs with in Google's prologs.
+_RXDM_DOCKER_ARGS = (
+    "--cap-add=NET_ADMIN",
+    "--network=host",
+    "--privileged",
+    "--gpus all",
+    "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
+)
+
+
+def _host_nic(itype: InstanceType) -> str:
+    return itype.host_nic or "enp0s12"
+
+
+def _plugin_version(provider: GcpProvider, fabric: str) -> str:
+    """The GPUDirect plugin release the spec pins for ``fabric`` (the default when it pins none)."""
+    return (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
+
+
+def _rxdm(release: GpuDirectRelease | None, docker_args: list[str], install_dir: str, **daemon: Any) -> NcclJobDaemon:
+    """The receive-datapath-manager of ``release``, its plugin installed into ``install_dir``."""
+    return NcclJobDaemon(
+        name="receive-datapath-manager",
+        image=release.rxdm_image if release else "",
+        docker_args=[*_RXDM_DOCKER_ARGS, *docker_args],
+        install_image=release.plugin_image if release else None,
+        install_dir=install_dir,
+        registry="us-docker.pkg.dev",
+        **daemon,
+    )
+
+
+def _exclusive(partition_source: str, **timeouts: Any) -> NcclVendorSlurm:
+    """Whole nodes per job, as the vendor's blueprint sets up the partition."""
+    return NcclVendorSlurm(oversubscribe="EXCLUSIVE", partition_source=partition_source, **timeouts)
+
 
 def _tcpx(name: str, itype: InstanceType, settings: list[NcclSetting], version: str) -> NcclProfile:
-    host = itype.host_nic or "enp0s12"
+    host = _host_nic(itype)
     release = gpudirect_release("gpudirect-tcpx", version)
     algo = "Ring,Tree" if release is None or at_least(release.plugin, "3.1.12") else "Ring"
     uds = "/run/tcpx-${SLURM_JOB_ID}"
@@ -241,47 +286,31 @@ def _tcpx(name: str, itype: InstanceType, settings: list[NcclSetting], version: 
             "give the receive-datapath-manager time to program flow steering",
         ),
     ]
-    daemon = NcclJobDaemon(
-        name="receive-datapath-manager",
-        image=release.rxdm_image if release else "",
-        docker_args=[
-            "--cap-add=NET_ADMIN",
-            "--network=host",
-            "--privileged",
-            "--gpus all",
-            "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
-            f"--volume {uds}:{uds}",
-            "--env LD_LIBRARY_PATH=/usr/local/nvidia/lib64",
-            "--entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd",
-        ],
-        args=[
-            "--gpu_nic_preset a3vm",
-            "--gpu_shmem_type fd",
-            f"--uds_path {uds}",
-            '--setup_param "--verbose 128 2 0"',
-        ],
-        install_image=release.plugin_image if release else None,
+    entrypoint = "--entrypoint /tcpgpudmarxd/build/app/tcpgpudmarxd"
+    daemon = _rxdm(
+        release,
+        [f"--volume {uds}:{uds}", "--env LD_LIBRARY_PATH=/usr/local/nvidia/lib64", entrypoint],
+        "/var/lib/tcpx/lib64",
+        args=["--gpu_nic_preset a3vm", "--gpu_shmem_type fd", f"--uds_path {uds}", '--setup_param "--verbose 128 2 0"'],
         install_check="/var/lib/tcpx/lib64/libnccl-net.so",
-        install_dir="/var/lib/tcpx/lib64",
-        registry="us-docker.pkg.dev",
         sources=list(TCPX_SOURCES),
     )
-    return NcclProfile(
-        hardware=name,
-        gpu_model=itype.gpu_model or "",
-        settings=settings,
+    return _profile(
+        name,
+        itype,
+        settings,
         job_env=job,
         fabric="gpudirect-tcpx",
         job_env_multinode_only=True,
         job_env_ld_path=["/var/lib/tcpx/lib64"],
         job_daemon=daemon,
-        slurm=NcclVendorSlurm(oversubscribe="EXCLUSIVE", partition_source=A3HIGH_BLUEPRINT, **_LONG_PROLOG),
+        slurm=_exclusive(A3HIGH_BLUEPRINT, **_LONG_PROLOG),
         sources=TCPX_SOURCES,
     )
 
 
 def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version: str) -> NcclProfile:
-    host = itype.host_nic or "enp0s12"
+    host = _host_nic(itype)
     release = gpudirect_release("gpudirect-tcpxo", version)
     # The plugin's own nccl-env-profile.sh carries the tuning of its release; only the NIC names
     # (Google's Slurm images name them enp*, the profile's defaults are GKE's eth*) and the aperture
@@ -295,49 +324,36 @@ def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version:
     # RxDM before v1.0.20 still expects --num_nics=8 --uid= --alsologtostderr (retired since:
     # google/nccl-plugin-gpudirect-tcpxo README, "Notes for Existing Users").
     legacy = release.rxdm_legacy_flags if release else False
-    daemon = NcclJobDaemon(
-        name="receive-datapath-manager",
-        image=release.rxdm_image if release else "",
+    profile_script = f"{TCPXO_LIB_DIR}/nccl-env-profile.sh"
+    daemon = _rxdm(
+        release,
         # The flags of Google's own prolog (receive-data-path-manager-mega).
-        docker_args=[
-            "--cap-add=NET_ADMIN",
-            "--network=host",
-            "--privileged",
-            "--gpus all",
-            "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
+        [
             "--volume /dev/dmabuf_import_helper:/dev/dmabuf_import_helper",
             "--env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu",
         ],
+        TCPXO_LIB_DIR,
         args=["--num_hops=2", *(["--num_nics=8", "--uid=", "--alsologtostderr"] if legacy else [])],
-        install_image=release.plugin_image if release else None,
-        install_check=f"{TCPXO_LIB_DIR}/nccl-env-profile.sh",
-        install_dir=TCPXO_LIB_DIR,
+        install_check=profile_script,
         # Google's prolog loads the dmabuf import helper (DKMS module import-helper) first.
         modules=["import-helper"],
         ready_line=RXDM_READY,
         ready_tries=60,
         ready_interval_s=2,
-        registry="us-docker.pkg.dev",
         sources=[RXDM_PROLOG, TCPXO_README],
     )
-    return NcclProfile(
-        hardware=name,
-        gpu_model=itype.gpu_model or "",
-        settings=settings,
+    return _profile(
+        name,
+        itype,
+        settings,
         job_env=job,
         fabric="gpudirect-tcpxo",
         job_env_multinode_only=True,
-        job_env_profile=f"{TCPXO_LIB_DIR}/nccl-env-profile.sh",
+        job_env_profile=profile_script,
         job_env_lib_dir=TCPXO_LIB_DIR,
         job_env_ld_path=[TCPXO_LIB_DIR],
         job_daemon=daemon,
-        slurm=NcclVendorSlurm(
-            oversubscribe="EXCLUSIVE",
-            resume_timeout_s=900,
-            suspend_timeout_s=600,
-            partition_source=A3MEGA_BLUEPRINT,
-            **_LONG_PROLOG,
-        ),
+        slurm=_exclusive(A3MEGA_BLUEPRINT, resume_timeout_s=900, suspend_timeout_s=600, **_LONG_PROLOG),
         sources=TCPXO_SOURCES,
     )
 
@@ -345,13 +361,7 @@ def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version:
 def _gib(name: str, itype: InstanceType) -> NcclProfile:
     """A3 Ultra: RoCE through Google's gIB NCCL plugin (no daemon, no long prolog)."""
     socket = ",".join(itype.socket_nics)
-    settings = [
-        _s(
-            "NCCL_SOCKET_IFNAME",
-            socket,
-            "bootstrap over the two gVNIC NICs; the RDMA NICs belong to the gIB plugin",
-        )
-    ]
+    settings = _socket_ifname(socket, "bootstrap over the two gVNIC NICs; the RDMA NICs belong to the gIB plugin")
     # run-nccl-tests.sh: NCCL_NET and NCCL_SOCKET_IFNAME after sourcing set_nccl_env.sh; the NeMo
     # Dockerfile mirrors what set_nccl_env.sh sets (its NCCL_DEBUG/NCCL_DEBUG_SUBSYS are debugging
     # aids, left to the user).
@@ -372,20 +382,15 @@ def _gib(name: str, itype: InstanceType) -> NcclProfile:
             "the gIB package's tuner configuration for A3 Ultra",
         ),
     ]
-    return NcclProfile(
-        hardware=name,
-        gpu_model=itype.gpu_model or "",
-        settings=settings,
+    return _profile(
+        name,
+        itype,
+        settings,
         job_env=job,
         fabric="gcp-rdma",
         job_env_profile=f"{GIB_DIR}/scripts/set_nccl_env.sh",
         job_env_ld_path=[f"{GIB_DIR}/lib64"],
-        slurm=NcclVendorSlurm(
-            oversubscribe="EXCLUSIVE",
-            resume_timeout_s=1200,
-            suspend_timeout_s=1200,
-            partition_source=A3ULTRA_BLUEPRINT,
-        ),
+        slurm=_exclusive(A3ULTRA_BLUEPRINT, resume_timeout_s=1200, suspend_timeout_s=1200),
         sources=GIB_SOURCES,
     )
 
@@ -393,15 +398,9 @@ def _gib(name: str, itype: InstanceType) -> NcclProfile:
 def _gcp(spec: Spec, provider: GcpProvider, name: str, itype: InstanceType) -> NcclProfile:
     if itype.fabric == "gcp-rdma":
         return _gib(name, itype)
-    host = itype.host_nic or "enp0s12"
-    settings = [
-        _s(
-            "NCCL_SOCKET_IFNAME",
-            host,
-            f"bootstrap over the host NIC {host}; the GPU NICs belong to the GPUDirect plugin",
-        )
-    ]
-    version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[itype.fabric]).removeprefix("v")
+    host = _host_nic(itype)
+    settings = _socket_ifname(host, f"bootstrap over the host NIC {host}; the GPU NICs belong to the GPUDirect plugin")
+    version = _plugin_version(provider, itype.fabric)
     if itype.fabric == "gpudirect-tcpx":
         return _tcpx(name, itype, settings, version)
     return _tcpxo(name, itype, settings, version)
@@ -421,7 +420,7 @@ def gcp_versions(spec: Spec) -> dict[str, str]:
     }
     out: dict[str, str] = {}
     if "gpudirect-tcpxo" in fabrics:
-        version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN["gpudirect-tcpxo"]).removeprefix("v")
+        version = _plugin_version(provider, "gpudirect-tcpxo")
         out["gpudirect_tcpxo_plugin"] = version
         release = gpudirect_release("gpudirect-tcpxo", version)
         if release is not None:
@@ -505,10 +504,10 @@ def _azure(name: str, itype: InstanceType) -> NcclProfile:
             "the VM's job CPU masks do not follow the host NUMA layout; use the GPU's affinity (azhpc-images ndv5.sh)",
         )
     )
-    return NcclProfile(
-        hardware=name,
-        gpu_model=itype.gpu_model or "",
-        settings=settings,
+    return _profile(
+        name,
+        itype,
+        settings,
         topo_xml=topo_xml,
         fabric="infiniband",
         topology=topology,

@@ -6,7 +6,7 @@ for their GPU machine types (``NcclProfile.slurm``, from plan.nccl_cloud) includ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from clusterctl.catalog.compat import SLURM_SUSPEND_EXC_STATES, at_least
 from clusterctl.catalog.gpus import GPU_MODELS
@@ -195,7 +195,6 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
     if spec.slurm.topology == "block" and blocks:
         block_sizes = _block_sizes(fabric.plan.su_size or spec.fabric.nodes_per_rack or 1, len(blocks))
     container = spec.provider.kind == "local"
-    scripts = _job_scripts(spec, nodes, nccl, container)
     timeouts_sources = sorted({v.timeouts_source for v in vendor.values() if v.timeouts_source})
     return SlurmPlan(
         version=spec.versions.slurm,
@@ -215,12 +214,7 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
         burst=compute.burst,
         suspend_exclude=compress(n.hostname for n in nodes if not n.burst) if compute.burst else None,
         suspend_exclude_states=at_least(spec.versions.slurm, SLURM_SUSPEND_EXC_STATES),
-        health_check_program=scripts.health_check_program,
-        health_check_interval_s=scripts.health_check_interval_s,
-        prolog=scripts.prolog,
-        epilog=scripts.epilog,
-        task_prolog=scripts.task_prolog,
-        dcgm_epilog=scripts.dcgm_epilog,
+        **asdict(_job_scripts(spec, nodes, nccl, container)),
         # Containers die and come back in seconds; a short timeout shows a dead node quickly.
         slurmd_timeout_s=30 if container else 300,
         container_nodes=container,

@@ -69,6 +69,24 @@ def _why_not_plain(entry: str) -> str:
     return "not a plain relative path"
 
 
+def _writable_parts(entry: str, out_dir: Path, advice: str = "") -> tuple[str, ...]:
+    """The parts of ``entry``; one that is not plain or names the manifest is refused, ``advice`` added."""
+    parts = split_entry(entry)
+    if parts is None or parts[0] == MANIFEST:
+        refusal = f"refusing to write {entry!r} into {out_dir}: {_why_not_plain(entry)}."
+        raise BuildDirError(f"{refusal} {advice}" if advice else refusal)
+    return parts
+
+
+def write_synced(fd: int, data: bytes, mode: int) -> None:
+    """Write ``data`` to the new file open at ``fd``, give it ``mode`` and sync it; closes ``fd``."""
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fchmod(handle.fileno(), mode)
+        os.fsync(handle.fileno())
+
+
 def read_manifest(out_dir: Path) -> list[str] | None:
     """The paths listed in ``out_dir``'s manifest (None when there is none), each checked.
 
@@ -95,24 +113,13 @@ def write_tree(files: Sequence[RenderedFile], out_dir: Path) -> list[str]:
         BuildDirError: the directory is not one clusterctl made, a path would leave it, or a
             link stands where a file or directory is to be written or removed.
     """
-    wanted: dict[str, tuple[str, ...]] = {}
-    for item in files:
-        parts = split_entry(item.path)
-        if parts is None or parts[0] == MANIFEST:
-            raise BuildDirError(
-                f"refusing to write {item.path!r} into {out_dir}: {_why_not_plain(item.path)}. "
-                "A value in the spec made a file name; use a plain name (letters, digits, '-', '_', '.')."
-            )
-        wanted[item.path] = parts
+    advice = "A value in the spec made a file name; use a plain name (letters, digits, '-', '_', '.')."
+    wanted = {item.path: _writable_parts(item.path, out_dir, advice) for item in files}
     with _Tree(out_dir, create=True) as tree:
-        previous = tree.read_manifest()
+        previous = tree.own_manifest(
+            "nothing was written. Render into a new or empty directory (--out), or move that directory's contents away."
+        )
         if previous is None:
-            if tree.has_entries():
-                raise BuildDirError(
-                    f"{out_dir} is not empty and has no {MANIFEST}, so clusterctl did not make it; "
-                    "nothing was written. Render into a new or empty directory (--out), "
-                    "or move that directory's contents away."
-                )
             previous = []
         current = sorted(wanted)
         listed = set(previous)
@@ -204,18 +211,15 @@ class _Tree:
         parent = self._dir(parts[:-1], create=create)
         if parent is None:
             return None
-        try:
-            fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
-        except FileNotFoundError:
-            if not create:
-                return None
+        if create:
+            # mkdir never follows a link: one standing there is refused by the open below.
             with contextlib.suppress(FileExistsError):
                 os.mkdir(parts[-1], 0o755, dir_fd=parent)
-            try:
-                fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
-            except OSError as exc:
-                raise self._not_a_directory(parts, exc) from None
+        try:
+            fd = os.open(parts[-1], _DIR_FLAGS, dir_fd=parent)
         except OSError as exc:
+            if isinstance(exc, FileNotFoundError) and not create:
+                return None
             raise self._not_a_directory(parts, exc) from None
         self.fds[parts] = fd
         return fd
@@ -224,6 +228,20 @@ class _Tree:
         """Whether the directory holds anything but a temporary manifest an interrupted render left."""
         with os.scandir(self.fds[()]) as entries:
             return any(not _MANIFEST_TEMP.match(entry.name) for entry in entries)
+
+    def own_manifest(self, refused: str) -> list[str] | None:
+        """The manifest's entries; None when the directory has none and is empty.
+
+        Raises:
+            BuildDirError: the directory holds files but no manifest, so clusterctl did not make
+                it; ``refused`` says what was not done and what to do.
+        """
+        listed = self.read_manifest()
+        if listed is None and self.has_entries():
+            raise BuildDirError(
+                f"{self.root} is not empty and has no {MANIFEST}, so clusterctl did not make it; {refused}"
+            )
+        return listed
 
     def _read(self, parts: tuple[str, ...], limit: int | None = None) -> bytes | None:
         """Content of the regular file ``parts`` (None when absent); links and others refused."""
@@ -339,11 +357,7 @@ class _Tree:
                 os.close(fd)
         temp, fd = self._temp(parent, name)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
+            write_synced(fd, data, mode)
             os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -382,16 +396,11 @@ class _Tree:
 
 def _run_tree(tree: _Tree, entry: str) -> tuple[str, ...]:
     """Check that a run may write ``entry`` in the opened build directory; returns its parts."""
-    parts = split_entry(entry)
-    if parts is None or parts[0] == MANIFEST:
-        raise BuildDirError(f"refusing to write {entry!r} into {tree.root}: {_why_not_plain(entry)}.")
-    listed = tree.read_manifest()
+    parts = _writable_parts(entry, tree.root)
+    listed = tree.own_manifest(
+        f"{entry} was not written. Use the build directory `clusterctl render` made (--out), or a new one."
+    )
     if listed is None:
-        if tree.has_entries():
-            raise BuildDirError(
-                f"{tree.root} is not empty and has no {MANIFEST}, so clusterctl did not make it; {entry} was not "
-                "written. Use the build directory `clusterctl render` made (--out), or a new one."
-            )
         # An empty manifest marks the directory as clusterctl's: a later render into it is accepted.
         tree.write_manifest([])
     elif entry in listed:

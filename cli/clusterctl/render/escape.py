@@ -245,13 +245,18 @@ def shell_args(value: Any) -> Escaped:
     return Escaped(" ".join(shell_env(w) for w in words))
 
 
+def _matching(value: Any, fmt: str, pattern: re.Pattern[str], why: str) -> Escaped:
+    """``value`` as is when the whole of it matches ``pattern``; refused with ``why`` otherwise."""
+    text = _text(value, fmt)
+    if not pattern.fullmatch(text):
+        raise RenderError(fmt, text, why)
+    return Escaped(text)
+
+
 def env_name(value: Any) -> Escaped:
     """An environment variable name (``NAME=`` lines, ``export NAME=``)."""
-    fmt = "environment variable name"
-    text = _text(value, fmt)
-    if not _ENV_NAME.fullmatch(text):
-        raise RenderError(fmt, text, "a variable name is letters, digits and '_', not starting with a digit")
-    return Escaped(text)
+    why = "a variable name is letters, digits and '_', not starting with a digit"
+    return _matching(value, "environment variable name", _ENV_NAME, why)
 
 
 def nccl_conf(value: Any) -> Escaped:
@@ -364,20 +369,13 @@ def bootarg(value: Any) -> Escaped:
     GRUB's script syntax gives meaning to ``;|&$<>{}'"#\\``, whitespace and wildcards, and the
     kernel splits its command line on spaces, so anything beyond that plain set is refused.
     """
-    fmt = "boot loader configuration"
-    text = _text(value, fmt)
-    if not _BOOTARG.fullmatch(text):
-        raise RenderError(fmt, text, "a boot argument holds only letters, digits and '._:/=@%+,~-'")
-    return Escaped(text)
+    why = "a boot argument holds only letters, digits and '._:/=@%+,~-'"
+    return _matching(value, "boot loader configuration", _BOOTARG, why)
 
 
 def dns_name(value: Any) -> Escaped:
     """A host or domain name where nothing but a DNS name can stand (``/etc/hosts``, a sed expression)."""
-    fmt = "host name"
-    text = _text(value, fmt)
-    if not _DNS_NAME.fullmatch(text):
-        raise RenderError(fmt, text, "a host or domain name is letters, digits, '-' and '.'")
-    return Escaped(text)
+    return _matching(value, "host name", _DNS_NAME, "a host or domain name is letters, digits, '-' and '.'")
 
 
 def word(value: Any, forbid: str = "") -> Escaped:

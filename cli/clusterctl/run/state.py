@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from clusterctl.render.builddir import write_synced
+
 DEFAULT_ROOT = Path(".clusterctl")
 
 _NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -239,11 +241,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = 
     else:  # pragma: no cover
         raise StateDirError(f"could not create a temporary file in {folder}.")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+        write_synced(fd, data, mode)
         if replace:
             temp.replace(path)
             placed = True

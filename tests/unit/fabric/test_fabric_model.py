@@ -178,3 +178,12 @@ def test_fabric_helpers() -> None:
     assert [link.speed for link in slow] == ["HDR"]
     switch_links = [link for link in fabric.links if fabric.node(link.a).kind == fabric.node(link.b).kind == "switch"]
     assert degraded_links(fabric, 400, links=switch_links) == []
+
+
+def test_switch_links_of_a_dual_port_ca() -> None:
+    fabric = parse_ibnetdiscover(_dual_port_fabric())
+    found = [(port, far, far_port) for port, far, far_port, _ in fabric.switch_links(normalize_guid("c001"))]
+    assert sorted(found) == [(1, normalize_guid("aa01"), 1), (2, normalize_guid("aa02"), 1)]
+    # The inter-switch link is a switch's, and a node without links has none.
+    assert [port for port, *_ in fabric.switch_links(normalize_guid("aa01"))] == [40]
+    assert fabric.switch_links("0xnothing") == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterctl.image.drift import PackageListError, compare_packages, parse_packages
+from clusterctl.image.drift import PackageListError, compare_packages, installed_packages, parse_packages
 
 # dpkg-query -W -f '${db:Status-Abbrev}\t${binary:Package}\t${Version}\n' on Debian 12.
 DPKG_OUTPUT = (
@@ -30,6 +30,18 @@ def test_parse_keeps_installed_packages_only() -> None:
 def test_parse_refuses_other_lines(line: str) -> None:
     with pytest.raises(PackageListError, match="line 2"):
         parse_packages("ii \tapt\t2.6.1\n" + line + "\n")
+
+
+class _BuildFailed(Exception):
+    pass
+
+
+def test_installed_packages_of_a_build() -> None:
+    assert installed_packages(DPKG_OUTPUT, "the builder of gpu", _BuildFailed, "on")["apt"] == "2.6.1"
+    with pytest.raises(_BuildFailed, match=r"^the package list of img could not be read: line 1 "):
+        installed_packages("garbage\n", "img", _BuildFailed)
+    with pytest.raises(_BuildFailed, match=r"^dpkg-query lists no installed package on the builder of gpu$"):
+        installed_packages("rc \told\t1.0\n", "the builder of gpu", _BuildFailed, "on")
 
 
 def test_identical_lists_do_not_drift() -> None:

@@ -273,6 +273,18 @@ def test_explain_names_what_changed(tmp_path: Path, onprem: dict[str, Any], role
     assert explain(old.inputs, old.inputs) == []
 
 
+def test_explain_names_entries_that_came_or_went() -> None:
+    locked = {"versions": {"slurm": "24.05"}, "vars": {"a": 1}, "roles": {"common": "x", "nfs": "y"}}
+    current = {"versions": {"enroot": "3.5.1"}, "vars": {"a": 1, "b": 2}, "roles": {"common": "x", "pyxis": "z"}}
+    assert explain(locked, current) == [
+        "versions.enroot 3.5.1 now read",
+        "versions.slurm no longer read",
+        "b 2 now read",
+        "role nfs no longer applied",
+        "role pyxis now applied",
+    ]
+
+
 @pytest.mark.parametrize(
     ("pattern", "groups", "expected"),
     [

@@ -10,7 +10,7 @@ column and a float ``error`` column instead of ``#wrong``; the header line tells
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
 from clusterctl.verify.result import ParseError
@@ -124,19 +124,10 @@ class NcclRow:
         return sum(counts) if counts else None
 
 
-@dataclass(frozen=True)
-class NcclTestsResult:
-    """Everything read from one nccl-tests run.
+@dataclass(frozen=True, kw_only=True)
+class NcclRunInfo:
+    """The header and footer values of one run; None where the output does not print them."""
 
-    ``collective_source`` says how ``collective`` was found: ``command line`` (the
-    program name appears in the text), ``columns`` (deduced from redop/root/count),
-    ``caller`` (passed in) or ``unknown``.
-    """
-
-    rows: tuple[NcclRow, ...]
-    ranks: tuple[NcclRank, ...]
-    collective: str | None
-    collective_source: str
     nccl_tests_version: str | None = None
     n_threads: int | None = None
     n_gpus: int | None = None
@@ -148,6 +139,21 @@ class NcclTestsResult:
     graph: int | None = None
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclTestsResult(NcclRunInfo):
+    """Everything read from one nccl-tests run.
+
+    ``collective_source`` says how ``collective`` was found: ``command line`` (the
+    program name appears in the text), ``columns`` (deduced from redop/root/count),
+    ``caller`` (passed in) or ``unknown``.
+    """
+
+    rows: tuple[NcclRow, ...]
+    ranks: tuple[NcclRank, ...]
+    collective: str | None
+    collective_source: str
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -182,23 +188,6 @@ class NcclTestsResult:
     def rows_from(self, min_size_bytes: int) -> tuple[NcclRow, ...]:
         """Rows whose message size is at least ``min_size_bytes``."""
         return tuple(r for r in self.rows if r.size_bytes >= min_size_bytes)
-
-
-@dataclass
-class _Meta:
-    """Header and footer values, filled in as the lines go by."""
-
-    nccl_tests_version: str | None = None
-    n_threads: int | None = None
-    n_gpus: int | None = None
-    min_bytes: int | None = None
-    max_bytes: int | None = None
-    warmup_iters: int | None = None
-    iters: int | None = None
-    validation: bool | None = None
-    graph: int | None = None
-    avg_busbw_gbps: float | None = None
-    out_of_bounds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +303,20 @@ def _collective_from_columns(rows: tuple[NcclRow, ...]) -> str | None:
     return "broadcast" if rooted else "sendrecv"
 
 
+def _config_line(info: NcclRunInfo, match: re.Match[str], line: str) -> NcclRunInfo:
+    """``info`` with what the ``# nThread ... nGpus ... minBytes ...`` line says."""
+    info = replace(
+        info, n_threads=int(match[1]), n_gpus=int(match[2]), min_bytes=int(match[3]), max_bytes=int(match[4])
+    )
+    if iters := _ITERS_RE.search(line):
+        info = replace(info, warmup_iters=int(iters[1]), iters=int(iters[2]))
+    if validation := _VALIDATION_RE.search(line):
+        info = replace(info, validation=validation[1] != "0")
+    if graph := _GRAPH_RE.search(line):
+        info = replace(info, graph=int(graph[1]))
+    return info
+
+
 def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResult:
     """Parse the text output of one nccl-tests run.
 
@@ -346,7 +349,7 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResul
     header_line = 0
     rows: list[NcclRow] = []
     ranks: list[NcclRank] = []
-    meta = _Meta()
+    info = NcclRunInfo()
 
     for line_no, raw, cleaned in lines:
         prefix_task, line = split_launcher_prefix(cleaned)
@@ -390,20 +393,13 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResul
                 )
             )
         elif match := _CONFIG_RE.match(stripped):
-            meta.n_threads, meta.n_gpus = int(match[1]), int(match[2])
-            meta.min_bytes, meta.max_bytes = int(match[3]), int(match[4])
-            if iters := _ITERS_RE.search(stripped):
-                meta.warmup_iters, meta.iters = int(iters[1]), int(iters[2])
-            if validation := _VALIDATION_RE.search(stripped):
-                meta.validation = validation[1] != "0"
-            if graph := _GRAPH_RE.search(stripped):
-                meta.graph = int(graph[1])
+            info = _config_line(info, match, stripped)
         elif match := _VERSION_RE.match(stripped):
-            meta.nccl_tests_version = match[1]
+            info = replace(info, nccl_tests_version=match[1])
         elif match := _OOB_RE.match(stripped):
-            meta.out_of_bounds = int(match[1])
+            info = replace(info, out_of_bounds=int(match[1]))
         elif match := _AVG_RE.match(stripped):
-            meta.avg_busbw_gbps = _number(match[1], "average bus bandwidth", line_no, raw)
+            info = replace(info, avg_busbw_gbps=_number(match[1], "average bus bandwidth", line_no, raw))
 
     if not rows:
         raise ParseError("no nccl-tests result rows found", len(lines), "")
@@ -419,19 +415,5 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResul
     else:
         source = "unknown"
     return NcclTestsResult(
-        rows=frozen_rows,
-        ranks=tuple(ranks),
-        collective=found,
-        collective_source=source,
-        nccl_tests_version=meta.nccl_tests_version,
-        n_threads=meta.n_threads,
-        n_gpus=meta.n_gpus,
-        min_bytes=meta.min_bytes,
-        max_bytes=meta.max_bytes,
-        warmup_iters=meta.warmup_iters,
-        iters=meta.iters,
-        validation=meta.validation,
-        graph=meta.graph,
-        avg_busbw_gbps=meta.avg_busbw_gbps,
-        out_of_bounds=meta.out_of_bounds,
+        rows=frozen_rows, ranks=tuple(ranks), collective=found, collective_source=source, **asdict(info)
     )

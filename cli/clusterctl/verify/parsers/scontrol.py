@@ -140,6 +140,26 @@ def _gres(text: str, line_no: int, raw: str) -> tuple[Gres, ...]:
     return tuple(out)
 
 
+def _records(text: str, key: str, what: str) -> list[tuple[int, str, dict[str, str]]]:
+    """The ``key=...`` records of a ``scontrol show ... -o`` output: line number, line, fields.
+
+    Raises:
+        ParseError: A line is not such a record, or there is none.
+    """
+    lines = numbered_lines(text)
+    records: list[tuple[int, str, dict[str, str]]] = []
+    for line_no, raw, cleaned in lines:
+        line = cleaned.strip()
+        if not line:
+            continue
+        if not line.startswith(f"{key}="):
+            raise ParseError(f"expected a {key}= record (is slurmctld reachable?)", line_no, raw)
+        records.append((line_no, raw, _fields(line)))
+    if not records:
+        raise ParseError(f"scontrol listed no {what}", len(lines), "")
+    return records
+
+
 def parse_scontrol_nodes(text: str) -> tuple[SlurmNode, ...]:
     """Parse ``scontrol show node -o``.
 
@@ -154,14 +174,7 @@ def parse_scontrol_nodes(text: str) -> tuple[SlurmNode, ...]:
             ``slurm_load_node error: Unable to contact slurm controller`` lands here).
     """
     nodes: list[SlurmNode] = []
-    lines = numbered_lines(text)
-    for line_no, raw, cleaned in lines:
-        line = cleaned.strip()
-        if not line:
-            continue
-        if not line.startswith("NodeName="):
-            raise ParseError("expected a NodeName= record (is slurmctld reachable?)", line_no, raw)
-        values = _fields(line)
+    for line_no, raw, values in _records(text, "NodeName", "nodes"):
         state, flags = _state(values.get("State", ""))
         partitions = tuple(p for p in values.get("Partitions", "").split(",") if p)
         nodes.append(
@@ -176,8 +189,6 @@ def parse_scontrol_nodes(text: str) -> tuple[SlurmNode, ...]:
                 fields=values,
             )
         )
-    if not nodes:
-        raise ParseError("scontrol listed no nodes", len(lines), "")
     return tuple(nodes)
 
 
@@ -187,24 +198,13 @@ def parse_scontrol_partitions(text: str) -> tuple[SlurmPartition, ...]:
     Raises:
         ParseError: A line is not a ``PartitionName=`` record, or there is none.
     """
-    parts: list[SlurmPartition] = []
-    lines = numbered_lines(text)
-    for line_no, raw, cleaned in lines:
-        line = cleaned.strip()
-        if not line:
-            continue
-        if not line.startswith("PartitionName="):
-            raise ParseError("expected a PartitionName= record (is slurmctld reachable?)", line_no, raw)
-        values = _fields(line)
-        parts.append(
-            SlurmPartition(
-                name=values["PartitionName"],
-                nodes=values.get("Nodes", ""),
-                state=values.get("State", ""),
-                line_no=line_no,
-                fields=values,
-            )
+    return tuple(
+        SlurmPartition(
+            name=values["PartitionName"],
+            nodes=values.get("Nodes", ""),
+            state=values.get("State", ""),
+            line_no=line_no,
+            fields=values,
         )
-    if not parts:
-        raise ParseError("scontrol listed no partitions", len(lines), "")
-    return tuple(parts)
+        for line_no, _, values in _records(text, "PartitionName", "partitions")
+    )
