@@ -9,7 +9,11 @@ its own cluster name, network, state and lock:
   from the baked images, configure stage only); target: baked at most 0.3 x plain;
 * cold ``up --locked`` with 2, 4 and 8 GPU nodes (plus a controller and a login node); target:
   8 nodes at most 1.3 x 2 nodes;
-* a no-change ``up`` of the 4-GPU-node cluster (6 nodes) from the baked images; target: 10 s.
+* a no-change ``up`` of the 4-GPU-node cluster (6 nodes) from the baked images; target: 10 s
+  (every node as the last converge left it: the configure stage is checked, not run), and the same
+  with ``--converge`` (the roles run and find nothing to change);
+* cold ``up --no-image`` of the smallest cluster (1 GPU node, a controller and a login node): the
+  first converge of a node today, beside the image build.
 
 Run on an otherwise idle machine: python benchmarks/bringup.py [--sizes 2,4,8]
 Figures go to stdout and test-artifacts/benchmark/bringup.json. Timing is never asserted in tests.
@@ -70,6 +74,9 @@ def main() -> None:
         figures["image_reuse_s"] = _ok("image build (unchanged: reused)", timed(*image))
         figures["plain_cold_up_s"] = _ok("cold up, plain base image", timed(*up, "--no-image"))
         _down(spec, tmp, "plain")
+        spec, up, _ = _cluster(tmp, 1, "plain1")
+        figures["plain_cold_up_1_s"] = _ok("cold up, plain base image, 1 GPU node", timed(*up, "--no-image"))
+        _down(spec, tmp, "plain1")
 
         growth: dict[int, float] = {}
         for size in sizes:
@@ -79,6 +86,9 @@ def main() -> None:
                 seconds, output, rc = timed(*up, "--locked")
                 figures["noop_up_s"] = _ok("no-change up, baked, 4 GPU nodes", (seconds, output, rc))
                 figures["noop_changed"] = changed_tasks(output)
+                seconds, output, rc = timed(*up, "--locked", "--converge")
+                figures["noop_converge_up_s"] = _ok("no-change up --converge (roles run)", (seconds, output, rc))
+                figures["noop_converge_changed"] = changed_tasks(output)
             _down(spec, tmp, f"baked{size}")
         figures["baked_cold_up_s"] = {str(k): v for k, v in growth.items()}
 
@@ -88,6 +98,7 @@ def main() -> None:
     print(f"{'image build (every profile)':<44}{figures['image_build_s']:>9.1f}")
     print(f"{'image build again (reused)':<44}{figures['image_reuse_s']:>9.1f}")
     print(f"{'cold up, plain base image (4 GPU nodes)':<44}{plain:>9.1f}")
+    print(f"{'cold up, plain base image (1 GPU node)':<44}{figures['plain_cold_up_1_s']:>9.1f}")
     if 4 in growth:
         print(
             f"{'cold up, baked (4 GPU nodes)':<44}{growth[4]:>9.1f}"
@@ -100,6 +111,7 @@ def main() -> None:
     if "noop_up_s" in figures:
         noop = float(figures["noop_up_s"])  # type: ignore[arg-type]
         print(f"{'no-change up, baked (6 nodes)':<44}{noop:>9.1f}  {'':>8} <= {TARGET_NOOP_S} s")
+        print(f"{'no-change up --converge (6 nodes)':<44}{figures['noop_converge_up_s']:>9.1f}")
     out_dir = REPO / "test-artifacts" / "benchmark"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bringup.json").write_text(json.dumps(figures, indent=2) + "\n")

@@ -98,18 +98,50 @@ def test_no_interpreter_discovery_warning(local_cluster: LocalCluster) -> None:
         assert "interpreter discovery" not in text.lower()
 
 
-@pytest.mark.order(20)
+@pytest.mark.order(18)
 def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
-    """Its time is recorded for people (the speed targets are benchmarks/', never a test's)."""
-    started = time.monotonic()
-    result = local_cluster.up("--output", "json")
-    seconds = time.monotonic() - started
+    """The roles run again in full (`--converge`) and find nothing to change."""
+    result = local_cluster.up("--converge", "--output", "json")
     save_artifact("e2e-second-up.jsonl", result.stdout + result.stderr)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
     assert summary["data"]["changed_tasks"] == 0, summary
-    local_cluster.extra["second_up_seconds"] = seconds
+    assert summary["data"]["converge_skipped"] == "", summary
+
+
+@pytest.mark.order(19)
+def test_up_of_the_unchanged_cluster_checks_instead_of_converging(local_cluster: LocalCluster) -> None:
+    """Every node as the last converge left it: the configure stage is skipped, readiness still runs.
+
+    Its time is recorded for people (the speed targets are benchmarks/', never a test's)."""
+    started = time.monotonic()
+    result = local_cluster.up("--output", "json")
+    seconds = time.monotonic() - started
+    save_artifact("e2e-no-change-up.jsonl", result.stdout + result.stderr)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = json_events(result.stdout)
+    summary = next(e for e in events if e["kind"] == "summary")
+    assert summary["data"]["converge_skipped"].startswith("all 6 nodes"), summary
+    assert summary["data"]["changed_tasks"] == 0, summary
+    assert not [e for e in events if e["kind"] == "host" and e["phase"] == "configure"], "a task ran"
+    assert any(e["kind"] == "phase_end" and e["phase"] == "readiness" and e["status"] == "ok" for e in events)
     save_artifact("e2e-up-seconds.txt", f"first {local_cluster.first_up_seconds:.0f} s, no-change {seconds:.0f} s\n")
+
+
+@pytest.mark.order(20)
+def test_a_file_edited_by_hand_makes_up_converge_and_restore_it(local_cluster: LocalCluster) -> None:
+    victim, path = "gpu002", "/etc/slurm/cgroup.conf"
+    rendered = (local_cluster.build_dir / "slurm" / "cgroup.conf").read_text()
+    local_cluster.exec(victim, f"echo 'ConstrainRAMSpace=no' >> {path}").check_returncode()
+    result = local_cluster.up("--output", "json")
+    save_artifact("e2e-drift-up.jsonl", result.stdout + result.stderr)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = json_events(result.stdout)
+    assert any(f"since the last converge: {victim}" in e["message"] for e in events if e["kind"] == "message"), events
+    summary = next(e for e in events if e["kind"] == "summary")
+    assert summary["data"]["converge_skipped"] == "", summary
+    assert summary["data"]["changed_tasks"] >= 1, summary
+    assert local_cluster.exec(victim, f"cat {path}").stdout == rendered
 
 
 @pytest.mark.order(21)
@@ -169,6 +201,7 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
         str(local_cluster.state_dir),
         "--output",
         "json",
+        "--converge",
     ]
     lines: list[str] = []
     configuring = threading.Event()

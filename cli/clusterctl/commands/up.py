@@ -76,6 +76,7 @@ def summary_data(plan: Plan, result: UpResult) -> dict[str, Any]:
         "notes": result.readiness.notes if result.readiness else [],
         "timings_s": result.timings,
         "baked": result.baked,
+        "converge_skipped": result.converge_skipped,
     }
 
 
@@ -95,10 +96,13 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     for note in data["notes"]:
         out.print(f"note: {note}", markup=False)
     if data["ok"]:
-        out.print(
-            f"[bold green]Cluster {plan.cluster.name} is up[/bold green] "
-            f"({data['changed_tasks']} changed task(s), {data['timings_s'].get('total', 0):.0f} s)"
+        did = (
+            f"configure stage skipped: {data['converge_skipped']}; `clusterctl up --converge` runs it anyway"
+            if data["converge_skipped"]
+            else f"{data['changed_tasks']} changed task(s)"
         )
+        seconds = data["timings_s"].get("total", 0)
+        out.print(f"[bold green]Cluster {plan.cluster.name} is up[/bold green] ({did}, {seconds:.0f} s)")
     roles: dict[str, list[str]] = {}
     for host, role in data["nodes"].items():
         roles.setdefault(role, []).append(host)
@@ -131,6 +135,11 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     help="Fail, doing nothing, unless every hardware profile has its image in the lock, matching the spec.",
 )
 @click.option("--no-image", is_flag=True, help="Make new nodes from the plain base image (both stages), lock or not.")
+@click.option(
+    "--converge",
+    is_flag=True,
+    help="Run the configure stage even when every node is as the last converge left it and nothing it reads changed.",
+)
 @lock_option
 @output_option
 @rule_options
@@ -144,6 +153,7 @@ def up_cmd(
     yes: bool,
     locked: bool,
     no_image: bool,
+    converge: bool,
     lock_file: Path | None,
     output: str,
     skip_rules: tuple[str, ...],
@@ -172,7 +182,7 @@ def up_cmd(
     live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
         with state.lock("up"), live or contextlib.nullcontext():
-            result = up(validated, state, bus, out_dir=out_dir, yes=yes, images=images)
+            result = up(validated, state, bus, out_dir=out_dir, yes=yes, images=images, converge=converge)
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)
     except (ProviderError, AnsibleSetupError) as exc:

@@ -14,6 +14,7 @@ from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
+from clusterctl.run import converged
 from clusterctl.run.ansible import ConfigureResult, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
 from clusterctl.run.events import EventBus
@@ -40,6 +41,8 @@ class UpResult:
     error: str = ""
     # Nodes made from their profile's locked image: they ran the configure stage only.
     baked: list[str] = field(default_factory=list)
+    # Why the configure stage was skipped (every node as the last converge left it); empty when it ran.
+    converge_skipped: str = ""
 
     @property
     def ok(self) -> bool:
@@ -72,12 +75,15 @@ def up(
     out_dir: Path | None = None,
     yes: bool = False,
     images: Mapping[str, LockedImage] | None = None,
+    converge: bool = False,
 ) -> UpResult:
     """Bring the cluster to the plan. The caller holds the state lock.
 
     ``images``: hardware profile -> its locked image (clusterctl.lock, checked by the caller). New
     nodes of those profiles are made from it and, like every node already made from it, run the
-    configure stage only; the others run both stages.
+    configure stage only; the others run both stages. When nothing the configure stage reads
+    changed and every node is as the last converge left it (run/converged.py), the stage is
+    skipped unless ``converge``.
     """
     plan = validated.plan
     if plan.baremetal is not None and images:
@@ -126,36 +132,57 @@ def up(
     # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
     limit = ["all", "!burst"] if any(n.burst for n in plan.nodes) else None
-    result.configure = run_playbook(build_dir, state.path, events, extravars=extravars, limit=limit)
-    cfg = result.configure
-    state.update(
-        status="configured" if cfg.succeeded else "configure-failed",
-        last_configure={
-            "rc": cfg.rc,
-            "changed": cfg.changed_total,
-            "failed_hosts": sorted({f.host for f in cfg.failures}),
-            "seconds": round(cfg.seconds, 1),
-        },
+    configured = [h.hostname for h in result.hosts]
+    inputs = converged.fingerprint(build_dir, extravars, limit)
+    executor = executor_for(plan, state.path)
+    unchanged = (
+        None if converge else converged.check(state.read().get(converged.STATE_KEY), inputs, configured, executor)
     )
-    events.phase_done(
-        "configure",
-        "ok" if cfg.succeeded else "failed",
-        f"{cfg.changed_total} changed task(s)",
-        changed=cfg.changed_total,
-    )
+    if unchanged is not None and unchanged.unchanged:
+        result.configure = ConfigureResult(status="skipped", rc=0)
+        result.converge_skipped = unchanged.reason
+        events.phase_done("configure", "ok", f"skipped: {unchanged.reason} (`up --converge` runs the roles anyway)")
+    else:
+        if unchanged is not None:
+            events.info(f"configure stage runs: {unchanged.reason}", phase="configure")
+        state.update(**{converged.STATE_KEY: None})
+        result.configure = run_playbook(build_dir, state.path, events, extravars=extravars, limit=limit)
+        cfg = result.configure
+        state.update(
+            status="configured" if cfg.succeeded else "configure-failed",
+            last_configure={
+                "rc": cfg.rc,
+                "changed": cfg.changed_total,
+                "failed_hosts": sorted({f.host for f in cfg.failures}),
+                "seconds": round(cfg.seconds, 1),
+            },
+        )
+        events.phase_done(
+            "configure",
+            "ok" if cfg.succeeded else "failed",
+            f"{cfg.changed_total} changed task(s)",
+            changed=cfg.changed_total,
+        )
     _timed(result.timings, "configure", t2)
+    cfg = result.configure
     if not cfg.succeeded:
-        cfg.failures = with_causes(cfg.failures, executor_for(plan, state.path))
+        cfg.failures = with_causes(cfg.failures, executor)
         hosts = ", ".join(sorted({f.host for f in cfg.failures})) or "unknown host"
         result.error = f"configuration failed on {hosts}"
         return result
 
     t3 = time.monotonic()
     events.phase("readiness")
-    result.readiness = check_cluster(plan, executor_for(plan, state.path), events)
+    result.readiness = check_cluster(plan, executor, events)
     events.phase_done("readiness", "ok" if result.readiness.ok else "failed")
     _timed(result.timings, "readiness", t3)
-    state.update(status="up" if result.readiness.ok else "not-ready")
+    if not result.readiness.ok:
+        record = None  # the next `up` converges again
+    elif result.converge_skipped:
+        record = state.read().get(converged.STATE_KEY)
+    else:
+        record = converged.record(inputs, converged.node_digests(executor, configured))
+    state.update(status="up" if result.readiness.ok else "not-ready", **{converged.STATE_KEY: record})
     if not result.readiness.ok:
         result.error = "the cluster is configured but not ready"
     result.timings["total"] = round(time.monotonic() - t0, 1)
