@@ -25,7 +25,7 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.hostkey_server import HostKeyGrant, HostKeyServerError, ServeLog, serving_host_keys
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.cloud import Confirm, default_confirm
-from clusterctl.run.providers.ssh_inventory import hosts_from_outputs, write_build_inventory
+from clusterctl.run.providers.ssh_inventory import build_inventory, hosts_from_outputs, write_ssh_inventory
 from clusterctl.run.providers.stack_nodes import destroy_stack, stack_node_status
 from clusterctl.run.pulumi import PulumiError, PulumiStack, require_pulumi_cli
 from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
@@ -196,12 +196,11 @@ class BaremetalProvider:
         discard_repeated(log, state_dir)
         check_recorded_host_keys(result.outputs, public)
         hosts, _ = hosts_from_outputs(plan, result.outputs, user=bm.ssh_user, host_keys=public)
-        write_build_inventory(
+        write_ssh_inventory(
             plan,
             hosts,
-            build_dir,
-            state_dir,
-            key_path,
+            **build_inventory(build_dir, state_dir),
+            private_key=key_path,
         )
         return hosts
 

@@ -21,9 +21,10 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import (
     BASTION,
+    build_inventory,
     hosts_from_outputs,
     managed_lustre_sources,
-    write_build_inventory,
+    write_ssh_inventory,
 )
 from clusterctl.run.providers.stack_nodes import destroy_stack, stack_node_status
 from clusterctl.run.pulumi import ChangeSummary, PulumiError, PulumiStack, require_pulumi_cli
@@ -107,12 +108,11 @@ class CloudProvider:
             except PulumiError as exc:
                 raise ProviderError(str(exc)) from None
             hosts = [replace(h, image_hash=baked.get(h.hostname)) for h in hosts]
-        write_build_inventory(
+        write_ssh_inventory(
             plan,
             hosts,
-            build_dir,
-            state_dir,
-            key_path,
+            **build_inventory(build_dir, state_dir),
+            private_key=key_path,
             bastion=bastion,
             # Managed Lustre's MGS is known only now: the storage role mounts from these sources.
             group_vars={"clusterctl_managed_lustre": managed_lustre_sources(result.outputs)},

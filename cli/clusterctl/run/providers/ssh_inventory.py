@@ -27,7 +27,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from clusterctl.plan.models import Plan
 from clusterctl.render import ansible_yaml
@@ -241,23 +241,13 @@ def write_ssh_inventory(
     return path
 
 
-def write_build_inventory(
-    plan: Plan,
-    hosts: list[ProvisionedHost],
-    build_dir: Path,
-    state_dir: Path,
-    private_key: Path,
-    *,
-    bastion: ProvisionedHost | None = None,
-    group_vars: dict[str, Any] | None = None,
-) -> Path:
-    """``write_ssh_inventory`` into the build directory's inventory, with the state directory's known_hosts."""
-    return write_ssh_inventory(
-        plan,
-        hosts,
-        inventory_dir=build_dir / "ansible" / "inventory",
-        known_hosts=state_dir / KNOWN_HOSTS_FILE,
-        private_key=private_key,
-        bastion=bastion,
-        group_vars=group_vars,
-    )
+class InventoryPaths(TypedDict):
+    """Where a provider's inventory and known_hosts go: ``write_ssh_inventory(..., **build_inventory(...))``."""
+
+    inventory_dir: Path
+    known_hosts: Path
+
+
+def build_inventory(build_dir: Path, state_dir: Path) -> InventoryPaths:
+    """The build directory's inventory and the state directory's known_hosts."""
+    return {"inventory_dir": build_dir / "ansible" / "inventory", "known_hosts": state_dir / KNOWN_HOSTS_FILE}
