@@ -128,7 +128,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=plan, lock_path=lock
     )
     # A cluster left over from an interrupted earlier session would make this one's network clash.
-    run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
     image = cluster.cli("image", "build", str(SPEC), "--lock", str(lock), "--out", str(root / "image"), timeout=3600)
     save_artifact("e2e-image-build.log", image.stdout + image.stderr)
     if image.returncode != 0:
@@ -141,4 +141,4 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     if result.returncode != 0:
         pytest.fail(f"clusterctl up failed ({result.returncode}):\n{cluster.first_up_output[-6000:]}")
     yield cluster
-    run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)

@@ -49,14 +49,14 @@ def burst_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster = LocalCluster(
         spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=load_and_validate(SPEC).plan
     )
-    run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
     result = cluster.up()
     save_artifact("e2e-burst-up.log", result.stdout + result.stderr)
     if result.returncode != 0:
         pytest.fail(f"up of the burst example failed:\n{(result.stdout + result.stderr)[-5000:]}")
     yield cluster
     save_artifact("e2e-burst.log", cluster.exec("ctl001", "cat /var/log/clusterctl/burst.log").stdout)
-    down = run_cli("down", str(SPEC), "--yes", "--state-dir", str(cluster.state_dir), timeout=600)
+    down = run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
     assert down.returncode == 0, down.stderr
     assert not _containers(cluster, BURST)
 

@@ -360,6 +360,38 @@ def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalC
     assert summary["data"]["changed_tasks"] == 0, summary
 
 
+@pytest.mark.order(98)
+def test_down_refuses_while_a_job_runs(local_cluster: LocalCluster) -> None:
+    submit = local_cluster.exec("login001", "sbatch --parsable -N1 --chdir=/tmp --output=/dev/null --wrap 'sleep 600'")
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    try:
+        assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
+        result = local_cluster.cli("down", str(local_cluster.spec_path), "--yes")
+        assert result.returncode == 1, result.stdout + result.stderr
+        said = " ".join(result.stderr.split())  # the terminal may wrap it
+        assert f"1 job(s) running on cluster {local_cluster.plan.cluster.name}: {job} (gpu" in said
+        assert "Nothing was destroyed" in said
+        assert "down --force" in said
+        label = f"label=clusterctl.cluster={local_cluster.plan.cluster.name}"
+        running = subprocess.run(["docker", "ps", "--filter", label, "-q"], capture_output=True, text=True, check=True)
+        assert len(running.stdout.split()) == len(local_cluster.plan.nodes)
+    finally:
+        local_cluster.exec("ctl001", f"scancel {job}")
+        _job_state(local_cluster, job, until="")
+
+
+def _job_state(cluster: LocalCluster, job: str, *, until: str, seconds: int = 60) -> str:
+    """The job's state once it is ``until`` (empty: gone from squeue), or the last seen after ``seconds``."""
+    state = "?"
+    for _ in range(seconds):
+        state = cluster.exec("login001", f"squeue -h -j {job} -o %T").stdout.strip()
+        if state == until:
+            break
+        time.sleep(1)
+    return state
+
+
 @pytest.mark.order(99)
 def test_down_leaves_nothing(local_cluster: LocalCluster) -> None:
     result = local_cluster.cli("down", str(local_cluster.spec_path), "--yes")
