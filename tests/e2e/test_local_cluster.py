@@ -240,6 +240,61 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
     assert state in ("idle", "mix", "alloc"), state
 
 
+@pytest.mark.order(40)
+def test_a_gpu_node_joins_while_a_job_runs_then_leaves_after_its_job(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Add gpu005 to the running cluster and take it out again: no job is killed on the way.
+
+    The job on gpu001 runs throughout. gpu005 takes a job once it joined; when the spec drops it
+    again, `up` drains it and waits for its job to end before the container goes."""
+    grown = tmp_path / local_cluster.spec_path.name
+    text = local_cluster.spec_path.read_text()
+    gpu_group = "{group: gpu, role: compute, hardware: emu-h100, count: 4}"
+    assert gpu_group in text
+    grown.write_text(text.replace(gpu_group, gpu_group.replace("count: 4", "count: 5")))
+    lock = ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
+    long_job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 900'")
+    try:
+        assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING"
+        joined = local_cluster.cli("up", str(grown), "--out", str(local_cluster.build_dir), "--yes", *lock)
+        save_artifact("e2e-node-joins-up.log", joined.stdout + joined.stderr)
+        assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+        assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING", "the running job did not survive"
+        ran = local_cluster.exec("login001", "srun -w gpu005 -N1 hostname", timeout=180)
+        assert ran.stdout.strip() == "gpu005", ran.stdout + ran.stderr
+
+        short_job = _submit(local_cluster, "-w gpu005 --wrap 'sleep 25'")
+        assert _job_state(local_cluster, short_job, until="RUNNING") == "RUNNING"
+        left = local_cluster.up("--drain-timeout", "300", "--output", "json")
+        save_artifact("e2e-node-leaves-up.jsonl", left.stdout + left.stderr)
+        assert left.returncode == 0, left.stdout[-3000:] + left.stderr[-3000:]
+        events = json_events(left.stdout)
+        said = [e["message"] for e in events if e["kind"] == "message"]
+        assert any(m.startswith("gpu005 leave the cluster: drained (clusterctl:remove)") for m in said), said
+        assert any(f"{short_job} (gpu005)" in m for m in said), "up did not wait for the job on gpu005"
+        finished = local_cluster.exec("login001", f"sacct -X -n -P -j {short_job} -o State").stdout.strip()
+        assert finished == "COMPLETED", finished
+        container = subprocess.run(
+            ["docker", "inspect", f"clusterctl-{local_cluster.plan.cluster.name}-gpu005"],
+            capture_output=True,
+            check=False,
+        )
+        assert container.returncode != 0, "the container of gpu005 is still there"
+        nodes = local_cluster.exec("login001", "sinfo -h -N -o %N").stdout.split()
+        assert "gpu005" not in nodes, nodes
+        assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING", "the running job did not survive"
+    finally:
+        local_cluster.exec("ctl001", f"scancel {long_job}")
+        _job_state(local_cluster, long_job, until="")
+
+
+def _submit(cluster: LocalCluster, options: str) -> str:
+    submit = cluster.exec("login001", f"sbatch --parsable -N1 --chdir=/tmp --output=/dev/null {options}")
+    assert submit.returncode == 0, submit.stderr
+    return submit.stdout.strip().split(";")[0]
+
+
 @pytest.mark.order(82)
 def test_a_service_that_does_not_start_fails_up_with_its_cause_on_screen(local_cluster: LocalCluster) -> None:
     """The summary names the node and the task, and below them what the unit's journal says.
@@ -362,9 +417,7 @@ def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalC
 
 @pytest.mark.order(98)
 def test_down_refuses_while_a_job_runs(local_cluster: LocalCluster) -> None:
-    submit = local_cluster.exec("login001", "sbatch --parsable -N1 --chdir=/tmp --output=/dev/null --wrap 'sleep 600'")
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip().split(";")[0]
+    job = _submit(local_cluster, "--wrap 'sleep 600'")
     try:
         assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
         result = local_cluster.cli("down", str(local_cluster.spec_path), "--yes")

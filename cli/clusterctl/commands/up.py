@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from clusterctl.app import App
 from clusterctl.commands.common import (
@@ -31,6 +32,7 @@ from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.readiness import partitions_summary
+from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 
@@ -91,6 +93,8 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
             "again; it continues where it stopped.",
             markup=False,
         )
+    if data["error"] and not data["failures"] and not data["readiness_problems"]:
+        out.print(f"[bold red]error:[/bold red] {escape(data['error'])}")
     for problem in data["readiness_problems"]:
         out.print(f"[red]not ready:[/red] {problem}")
     for note in data["notes"]:
@@ -140,6 +144,13 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     is_flag=True,
     help="Run the configure stage even when every node is as the last converge left it and nothing it reads changed.",
 )
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_DRAIN_TIMEOUT_S,
+    show_default=True,
+    help="Seconds to wait for the jobs on nodes leaving the cluster (drained first); then nothing is removed.",
+)
 @lock_option
 @output_option
 @rule_options
@@ -154,6 +165,7 @@ def up_cmd(
     locked: bool,
     no_image: bool,
     converge: bool,
+    drain_timeout: float,
     lock_file: Path | None,
     output: str,
     skip_rules: tuple[str, ...],
@@ -182,7 +194,16 @@ def up_cmd(
     live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
         with state.lock("up"), live or contextlib.nullcontext():
-            result = up(validated, state, bus, out_dir=out_dir, yes=yes, images=images, converge=converge)
+            result = up(
+                validated,
+                state,
+                bus,
+                out_dir=out_dir,
+                yes=yes,
+                images=images,
+                converge=converge,
+                drain_timeout=drain_timeout,
+            )
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)
     except (ProviderError, AnsibleSetupError) as exc:

@@ -15,13 +15,14 @@ from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
 from clusterctl.run import converged
-from clusterctl.run.ansible import ConfigureResult, run_playbook
+from clusterctl.run.ansible import ConfigureResult, forget_facts, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import executor_for
 from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
+from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S, REASON, RetireError, drain_and_wait, leaving
 from clusterctl.run.state import StateDir
 
 # Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
@@ -76,6 +77,7 @@ def up(
     yes: bool = False,
     images: Mapping[str, LockedImage] | None = None,
     converge: bool = False,
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_S,
 ) -> UpResult:
     """Bring the cluster to the plan. The caller holds the state lock.
 
@@ -83,7 +85,8 @@ def up(
     nodes of those profiles are made from it and, like every node already made from it, run the
     configure stage only; the others run both stages. When nothing the configure stage reads
     changed and every node is as the last converge left it (run/converged.py), the stage is
-    skipped unless ``converge``.
+    skipped unless ``converge``. Nodes the plan no longer has are drained and their jobs waited
+    for (at most ``drain_timeout`` seconds) before they are removed (run/retire.py).
     """
     plan = validated.plan
     if plan.baremetal is not None and images:
@@ -104,10 +107,26 @@ def up(
     events.phase("provision")
     locked = dict(images or {})
     provider = for_kind(plan.cluster.provider, locked) if locked else for_kind(plan.cluster.provider)
+    gone = leaving(plan, state.read().get("nodes") or {})
+    if gone:
+        events.info(
+            f"{', '.join(gone)} leave the cluster: drained ({REASON}), removed once no job runs there "
+            f"(at most {drain_timeout:.0f} s)",
+            phase="provision",
+        )
+        try:
+            drain_and_wait(plan, executor_for(plan, state.path), gone, drain_timeout, events)
+        except RetireError as exc:
+            events.phase_done("provision", "failed", str(exc))
+            result.error = str(exc)
+            return result
     state.update(
         provider=plan.cluster.provider, spec=plan.cluster.spec_file, build_dir=str(build_dir), status="provisioning"
     )
     result.hosts = provider.provision(plan, build_dir, state.path, yes=yes, events=events)
+    if gone:
+        provider.retire(plan, gone, events)
+        forget_facts(state.path, gone)
     result.baked = baked_hosts(plan, result.hosts, locked)
     write_stage_inventory(build_dir, plan, result.baked)
     if result.baked:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterctl.plan import Plan
 from clusterctl.run.executor import executor_for
+from clusterctl.run.jobs import Executor
 from clusterctl.run.sshopts import SshAccessError
 from clusterctl.verify.base import last_line, launcher_host
 
@@ -38,13 +41,22 @@ def parse_jobs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((m["id"], m["nodes"]) for m in rows if m)
 
 
+def jobs_command(nodes: Sequence[str] = ()) -> str:
+    """``squeue`` for the jobs holding nodes: all of them, or those on ``nodes``."""
+    return JOBS_COMMAND + (f" -w {shlex.quote(','.join(nodes))}" if nodes else "")
+
+
+def ask_jobs(executor: Executor, launcher: str, nodes: Sequence[str] = ()) -> Jobs:
+    """The jobs holding nodes (or ``nodes``), as ``squeue`` on ``launcher`` lists them."""
+    rc, out, err = executor.run(launcher, jobs_command(nodes), JOBS_TIMEOUT_S)
+    if rc != 0:
+        return Jobs(unknown=f"squeue on {launcher} failed: {last_line(err) or last_line(out) or f'exit {rc}'}")
+    return Jobs(running=parse_jobs(out))
+
+
 def running_jobs(plan: Plan, state_dir: Path) -> Jobs:
     """Ask Slurm on the login node (else the controller) which jobs hold nodes now."""
     try:
-        host = launcher_host(plan)
-        rc, out, err = executor_for(plan, state_dir).run(host, JOBS_COMMAND, JOBS_TIMEOUT_S)
+        return ask_jobs(executor_for(plan, state_dir), launcher_host(plan))
     except (ValueError, SshAccessError) as exc:
         return Jobs(unknown=str(exc))
-    if rc != 0:
-        return Jobs(unknown=f"squeue on {host} failed: {last_line(err) or last_line(out) or f'exit {rc}'}")
-    return Jobs(running=parse_jobs(out))

@@ -204,6 +204,9 @@ class BaremetalProvider:
         )
         return hosts
 
+    def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
+        """Nothing left to do: the stack has no resources for nodes the plan lacks, so provision removed them."""
+
     def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
         """Power every machine off and forget the stack."""
         require_pulumi_cli()

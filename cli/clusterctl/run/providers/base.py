@@ -39,6 +39,10 @@ class Provider(Protocol):
         """Create (or find) every non-burst node of ``plan``; idempotent."""
         ...
 
+    def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
+        """Remove the machines of ``hosts``, nodes the plan no longer has, drained and idle by now."""
+        ...
+
     def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
         """Remove exactly what this cluster created."""
         ...

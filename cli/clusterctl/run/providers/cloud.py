@@ -119,6 +119,9 @@ class CloudProvider:
         )
         return hosts
 
+    def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
+        """Nothing left to do: the stack has no resources for nodes the plan lacks, so provision removed them."""
+
     def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
         """Delete everything the stack created (after a confirmation unless ``yes``)."""
         require_pulumi_cli()

@@ -263,6 +263,16 @@ class LocalProvider:
                 events.host("destroy", node.hostname, "changed", "container removed")
             remove_slurm_cgroups(node.hostname)
 
+    def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
+        """Remove the containers of ``hosts`` (this cluster's only) and the cgroup trees their slurmd left."""
+        for host in hosts:
+            name = f"clusterctl-{plan.cluster.name}-{host}"
+            info = inspect("container", name)
+            if info is not None and info["Config"].get("Labels", {}).get(LABEL) == plan.cluster.name:
+                docker("rm", "-f", "-v", name)
+                events.host(PHASE, host, "changed", "container removed: the node left the cluster")
+            remove_slurm_cgroups(host)
+
     def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
         """Remove every container, volume and network labelled with this cluster, and slurmd's cgroups."""
         label = f"{LABEL}={plan.cluster.name}"
