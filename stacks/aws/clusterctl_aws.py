@@ -24,24 +24,15 @@ Defaults (tests/stacks/test_cloud_defaults.py asserts them):
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypedDict
 
+import clusterctl_stack as common
 import pulumi
 import pulumi_aws as aws
-from clusterctl_stack import (
-    BASTION_KEY,
-    OUT_NODES,
-    CloudCluster,
-    CloudClusterArgs,
-    HostKey,
-    StackInputs,
-    cloud_init,
-    deploy_cloud,
-    group_image,
-    ssh_sources,
-)
 
-from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
+from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan
 
 SSH_PORT = 22
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs' root device name
@@ -49,13 +40,15 @@ FSX_LUSTRE_VERSION = "2.15"
 # FSx for Lustre deployment types that encrypt data in transit as well as at rest ("Encrypting
 # data in transit": Scratch 2 and persistent file systems); SCRATCH_1 does not.
 FSX_ENCRYPTED_IN_TRANSIT = ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2")
+WORLD = "0.0.0.0/0"
 
 
-def _tags(cloud: CloudPlan, name: str | None = None) -> dict[str, str]:
-    tags = dict(cloud.labels)
+def tags(cloud: CloudPlan, name: str | None = None) -> dict[str, str]:
+    """The cluster's labels as tags, and ``Name`` when given."""
+    out = dict(cloud.labels)
     if name:
-        tags["Name"] = name
-    return tags
+        out["Name"] = name
+    return out
 
 
 def provider_options(name: str, cloud: CloudPlan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
@@ -75,8 +68,150 @@ def placement_group(
     """The plan's placement group, or a new `cluster` one when the plan asks for it and names none."""
     if cloud.placement_strategy != "cluster" or cloud.placement_group:
         return cloud.placement_group
-    tags = _tags(cloud, tag_name or f"{cloud.cluster}-gpu")
-    return aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=tags, opts=opts).name
+    return aws.ec2.PlacementGroup(
+        f"{name}-pg", strategy="cluster", tags=tags(cloud, tag_name or f"{cloud.cluster}-gpu"), opts=opts
+    ).name
+
+
+def vpc(name: str, cloud: CloudPlan, cidr: str, tag_name: str, opts: pulumi.ResourceOptions) -> aws.ec2.Vpc:
+    """A VPC with DNS names for its instances."""
+    return aws.ec2.Vpc(
+        name, cidr_block=cidr, enable_dns_support=True, enable_dns_hostnames=True, tags=tags(cloud, tag_name), opts=opts
+    )
+
+
+def subnet(
+    name: str,
+    cloud: CloudPlan,
+    vpc_id: pulumi.Input[str],
+    cidr: str | None,
+    tag_name: str,
+    opts: pulumi.ResourceOptions,
+) -> aws.ec2.Subnet:
+    """A subnet in the plan's zone; no instance gets a public address unless it asks for one."""
+    return aws.ec2.Subnet(
+        name,
+        vpc_id=vpc_id,
+        cidr_block=cidr,
+        availability_zone=cloud.zone,
+        map_public_ip_on_launch=False,
+        tags=tags(cloud, tag_name),
+        opts=opts,
+    )
+
+
+def default_route(
+    name: str,
+    cloud: CloudPlan,
+    vpc_id: pulumi.Input[str],
+    route: aws.ec2.RouteTableRouteArgs,
+    tag_name: str,
+    subnets: Mapping[str, pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+) -> None:
+    """A route table sending everything through ``route``, associated with ``subnets`` (resource name -> subnet id)."""
+    table = aws.ec2.RouteTable(name, vpc_id=vpc_id, routes=[route], tags=tags(cloud, tag_name), opts=opts)
+    for association, subnet_id in subnets.items():
+        aws.ec2.RouteTableAssociation(association, subnet_id=subnet_id, route_table_id=table.id, opts=opts)
+
+
+def security_group(
+    name: str,
+    cloud: CloudPlan,
+    vpc_id: pulumi.Input[str],
+    description: str,
+    tag_name: str,
+    opts: pulumi.ResourceOptions,
+) -> aws.ec2.SecurityGroup:
+    """An empty security group; its rules are separate resources (:func:`rule`)."""
+    return aws.ec2.SecurityGroup(name, vpc_id=vpc_id, description=description, tags=tags(cloud, tag_name), opts=opts)
+
+
+class RuleMatch(TypedDict, total=False):
+    """The traffic a security group rule matches (arguments of ``aws.vpc.SecurityGroup*Rule``)."""
+
+    ip_protocol: str
+    from_port: int
+    to_port: int
+    cidr_ipv4: pulumi.Input[str]
+    referenced_security_group_id: pulumi.Input[str]
+
+
+def ssh(cidr: pulumi.Input[str]) -> RuleMatch:
+    """SSH from or to ``cidr``."""
+    return {"ip_protocol": "tcp", "from_port": SSH_PORT, "to_port": SSH_PORT, "cidr_ipv4": cidr}
+
+
+RULES = {"in": aws.vpc.SecurityGroupIngressRule, "out": aws.vpc.SecurityGroupEgressRule}
+
+
+def rule(
+    direction: Literal["in", "out"],
+    name: str,
+    cloud: CloudPlan,
+    security_group_id: pulumi.Input[str],
+    description: str,
+    match: RuleMatch,
+    opts: pulumi.ResourceOptions,
+) -> None:
+    """One ingress (``in``) or egress (``out``) rule of a security group."""
+    RULES[direction](
+        name, security_group_id=security_group_id, description=description, tags=tags(cloud), opts=opts, **match
+    )
+
+
+def ssh_ingress(
+    name: str,
+    cloud: CloudPlan,
+    security_group_id: pulumi.Input[str],
+    sources: list[str],
+    description: str,
+    opts: pulumi.ResourceOptions,
+) -> None:
+    """One SSH ingress rule per source network (``<name>-<i>``), each checked by ``ssh_sources`` before."""
+    for i, cidr in enumerate(sources):
+        rule("in", f"{name}-{i}", cloud, security_group_id, description, ssh(cidr), opts)
+
+
+def instance(
+    name: str,
+    cloud: CloudPlan,
+    *,
+    ami: pulumi.Input[str],
+    instance_type: str,
+    subnet_id: pulumi.Input[str],
+    security_group_id: pulumi.Input[str],
+    user_data: str,
+    tag_name: str,
+    opts: pulumi.ResourceOptions,
+    volume_gib: int | None = None,
+    private_ip: str | None = None,
+    public: bool | None = None,
+    shutdown: str | None = None,
+) -> aws.ec2.Instance:
+    """An instance with the defaults of every program: encrypted gp3 root volume, IMDSv2 only, secret user data.
+
+    ``public`` gives it a public address; ``shutdown`` is what a shutdown from inside does.
+    """
+    return aws.ec2.Instance(
+        name,
+        ami=ami,
+        instance_type=instance_type,
+        availability_zone=cloud.zone,
+        subnet_id=subnet_id,
+        private_ip=private_ip,
+        associate_public_ip_address=public,
+        vpc_security_group_ids=[security_group_id],
+        instance_initiated_shutdown_behavior=shutdown,
+        # Secret: the user data carries the instance's private SSH host key.
+        user_data=pulumi.Output.secret(user_data),
+        root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+            volume_size=volume_gib, volume_type="gp3", encrypted=True, tags=tags(cloud, tag_name)
+        ),
+        metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
+        tags=tags(cloud, tag_name),
+        opts=opts,
+    )
 
 
 def efa_network_interfaces(
@@ -113,18 +248,14 @@ def efa_network_interfaces(
     return nics
 
 
-@dataclass
-class AwsNetworkArgs:
-    """Inputs of :class:`AwsNetwork`."""
-
-    cloud: CloudPlan
+# The inputs every cloud's network component takes.
+AwsNetworkArgs = common.CloudNetworkArgs
 
 
-class AwsNetwork(pulumi.ComponentResource):
+class AwsNetwork(common.CloudNetwork):
     """VPC, subnets, internet and NAT gateways, route tables and the security groups."""
 
     vpc_id: pulumi.Output[str]
-    subnet_ids: dict[str, pulumi.Output[str]]
     cluster_sg_id: pulumi.Output[str]
     bastion_sg_id: pulumi.Output[str] | None
 
@@ -132,158 +263,72 @@ class AwsNetwork(pulumi.ComponentResource):
         super().__init__("clusterctl:aws:Network", name, None, opts)
         cloud = args.cloud
         child = pulumi.ResourceOptions(parent=self)
-        self.subnet_ids = {}
         if cloud.existing_network:
             self.vpc_id = pulumi.Output.from_input(cloud.existing_network)
-            for subnet in cloud.subnets:
-                if subnet.existing_id:
-                    self.subnet_ids[subnet.purpose] = pulumi.Output.from_input(subnet.existing_id)
+            self.subnet_ids = common.existing_subnet_ids(cloud)
         else:
-            vpc = aws.ec2.Vpc(
-                f"{name}-vpc",
-                cidr_block=cloud.network_cidr,
-                enable_dns_support=True,
-                enable_dns_hostnames=True,
-                tags=_tags(cloud, f"{cloud.cluster}-vpc"),
-                opts=child,
-            )
-            self.vpc_id = vpc.id
-            for subnet in cloud.subnets:
-                created = aws.ec2.Subnet(
-                    f"{name}-{subnet.purpose}",
-                    vpc_id=vpc.id,
-                    cidr_block=subnet.cidr,
-                    availability_zone=cloud.zone,
-                    map_public_ip_on_launch=False,
-                    tags=_tags(cloud, subnet.name),
-                    opts=child,
-                )
-                self.subnet_ids[subnet.purpose] = created.id
-            self._routes(name, cloud, vpc, child)
+            new_vpc = vpc(f"{name}-vpc", cloud, cloud.network_cidr, f"{cloud.cluster}-vpc", child)
+            self.vpc_id = new_vpc.id
+            self.subnet_ids = {
+                net.purpose: subnet(f"{name}-{net.purpose}", cloud, new_vpc.id, net.cidr, net.name, child).id
+                for net in cloud.subnets
+            }
+            self._routes(name, cloud, new_vpc, child)
         self.cluster_sg_id = self._cluster_group(name, cloud, child)
         self.bastion_sg_id = self._bastion_group(name, cloud, child) if cloud.bastion else None
         self.register_outputs({"vpcId": self.vpc_id, "clusterSecurityGroupId": self.cluster_sg_id})
 
-    def _routes(self, name: str, cloud: CloudPlan, vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions) -> None:
+    def _routes(self, name: str, cloud: CloudPlan, new_vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions) -> None:
         igw = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags=_tags(cloud, f"{cloud.cluster}-igw"), opts=child
+            f"{name}-igw", vpc_id=new_vpc.id, tags=tags(cloud, f"{cloud.cluster}-igw"), opts=child
         )
-        public_rt = aws.ec2.RouteTable(
-            f"{name}-public-rt",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags=_tags(cloud, f"{cloud.cluster}-public"),
-            opts=child,
-        )
-        aws.ec2.RouteTableAssociation(
-            f"{name}-public-rta", subnet_id=self.subnet_ids["public"], route_table_id=public_rt.id, opts=child
-        )
+        public = {f"{name}-public-rta": self.subnet_ids["public"]}
+        internet = aws.ec2.RouteTableRouteArgs(cidr_block=WORLD, gateway_id=igw.id)
+        default_route(f"{name}-public-rt", cloud, new_vpc.id, internet, f"{cloud.cluster}-public", public, child)
         # Nodes have no public addresses (instances with several network cards cannot get one
         # anyway); they reach package mirrors through a NAT gateway in the public subnet.
-        eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=_tags(cloud, f"{cloud.cluster}-nat"), opts=child)
+        eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags(cloud, f"{cloud.cluster}-nat"), opts=child)
         nat = aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=eip.id,
             subnet_id=self.subnet_ids["public"],
-            tags=_tags(cloud, f"{cloud.cluster}-nat"),
+            tags=tags(cloud, f"{cloud.cluster}-nat"),
             opts=child,
         )
-        private_rt = aws.ec2.RouteTable(
-            f"{name}-private-rt",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-            tags=_tags(cloud, f"{cloud.cluster}-private"),
-            opts=child,
-        )
-        for purpose in ("nodes", "storage"):
-            if purpose in self.subnet_ids:
-                aws.ec2.RouteTableAssociation(
-                    f"{name}-{purpose}-rta",
-                    subnet_id=self.subnet_ids[purpose],
-                    route_table_id=private_rt.id,
-                    opts=child,
-                )
+        private = {f"{name}-{p}-rta": self.subnet_ids[p] for p in ("nodes", "storage") if p in self.subnet_ids}
+        outbound = aws.ec2.RouteTableRouteArgs(cidr_block=WORLD, nat_gateway_id=nat.id)
+        default_route(f"{name}-private-rt", cloud, new_vpc.id, outbound, f"{cloud.cluster}-private", private, child)
 
     def _cluster_group(self, name: str, cloud: CloudPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
-        sg = aws.ec2.SecurityGroup(
+        sg = security_group(
             f"{name}-cluster-sg",
-            vpc_id=self.vpc_id,
-            description=f"clusterctl {cloud.cluster}: nodes and FSx talk to each other freely (EFA needs it)",
-            tags=_tags(cloud, f"{cloud.cluster}-cluster"),
-            opts=child,
+            cloud,
+            self.vpc_id,
+            f"clusterctl {cloud.cluster}: nodes and FSx talk to each other freely (EFA needs it)",
+            f"{cloud.cluster}-cluster",
+            child,
         )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-cluster-self-in",
-            security_group_id=sg.id,
-            ip_protocol="-1",
-            referenced_security_group_id=sg.id,
-            description="all traffic within the cluster (EFA, Slurm, Lustre)",
-            tags=_tags(cloud),
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-cluster-self-out",
-            security_group_id=sg.id,
-            ip_protocol="-1",
-            referenced_security_group_id=sg.id,
-            description="all traffic within the cluster (EFA requires the self-referencing egress rule)",
-            tags=_tags(cloud),
-            opts=child,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-cluster-ssh-vpc",
-            security_group_id=sg.id,
-            ip_protocol="tcp",
-            from_port=SSH_PORT,
-            to_port=SSH_PORT,
-            cidr_ipv4=ssh_sources(cloud, [cloud.network_cidr], f"{name}-cluster-ssh-vpc")[0],
-            description="SSH from inside the VPC (the bastion, or clusterctl running in the network)",
-            tags=_tags(cloud),
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-cluster-out",
-            security_group_id=sg.id,
-            ip_protocol="-1",
-            cidr_ipv4="0.0.0.0/0",
-            description="outbound through the NAT gateway (packages, container images)",
-            tags=_tags(cloud),
-            opts=child,
-        )
+        itself: RuleMatch = {"ip_protocol": "-1", "referenced_security_group_id": sg.id}
+        inside_why = "all traffic within the cluster (EFA, Slurm, Lustre)"
+        rule("in", f"{name}-cluster-self-in", cloud, sg.id, inside_why, itself, child)
+        egress_why = "all traffic within the cluster (EFA requires the self-referencing egress rule)"
+        rule("out", f"{name}-cluster-self-out", cloud, sg.id, egress_why, itself, child)
+        ssh_why = "SSH from inside the VPC (the bastion, or clusterctl running in the network)"
+        vpc_ssh = ssh(common.ssh_sources(cloud, [cloud.network_cidr], f"{name}-cluster-ssh-vpc")[0])
+        rule("in", f"{name}-cluster-ssh-vpc", cloud, sg.id, ssh_why, vpc_ssh, child)
+        nat_why = "outbound through the NAT gateway (packages, container images)"
+        rule("out", f"{name}-cluster-out", cloud, sg.id, nat_why, {"ip_protocol": "-1", "cidr_ipv4": WORLD}, child)
         return sg.id
 
     def _bastion_group(self, name: str, cloud: CloudPlan, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
         assert cloud.bastion is not None
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-bastion-sg",
-            vpc_id=self.vpc_id,
-            description=f"clusterctl {cloud.cluster}: SSH to the bastion from allowed_ssh_cidrs only",
-            tags=_tags(cloud, f"{cloud.cluster}-bastion"),
-            opts=child,
-        )
-        for i, cidr in enumerate(ssh_sources(cloud, cloud.bastion.allowed_cidrs, f"{name}-bastion-sg")):
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-bastion-ssh-{i}",
-                security_group_id=sg.id,
-                ip_protocol="tcp",
-                from_port=SSH_PORT,
-                to_port=SSH_PORT,
-                cidr_ipv4=cidr,
-                description="SSH from a network listed in provider.allowed_ssh_cidrs",
-                tags=_tags(cloud),
-                opts=child,
-            )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-bastion-out",
-            security_group_id=sg.id,
-            ip_protocol="tcp",
-            from_port=SSH_PORT,
-            to_port=SSH_PORT,
-            cidr_ipv4=cloud.network_cidr,
-            description="the bastion only forwards SSH into the VPC",
-            tags=_tags(cloud),
-            opts=child,
-        )
+        why = f"clusterctl {cloud.cluster}: SSH to the bastion from allowed_ssh_cidrs only"
+        sg = security_group(f"{name}-bastion-sg", cloud, self.vpc_id, why, f"{cloud.cluster}-bastion", child)
+        allowed = common.ssh_sources(cloud, cloud.bastion.allowed_cidrs, f"{name}-bastion-sg")
+        ssh_why = "SSH from a network listed in provider.allowed_ssh_cidrs"
+        ssh_ingress(f"{name}-bastion-ssh", cloud, sg.id, allowed, ssh_why, child)
+        forward_why = "the bastion only forwards SSH into the VPC"
+        rule("out", f"{name}-bastion-out", cloud, sg.id, forward_why, ssh(cloud.network_cidr), child)
         return sg.id
 
 
@@ -291,61 +336,40 @@ class AwsNetwork(pulumi.ComponentResource):
 class AwsNodeGroupArgs:
     """Inputs of :class:`AwsNodeGroup`."""
 
-    cloud: CloudPlan
-    plan: Plan
-    group: CloudInstanceGroupPlan
+    nodes: common.NodeGroupInputs
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     placement_group: pulumi.Input[str] | None
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
 
 
-class AwsNodeGroup(pulumi.ComponentResource):
+class AwsNodeGroup(common.CloudNodeGroup):
     """The instances of one node group; GPU groups get one EFA launch template per node."""
 
-    private_ips: dict[str, pulumi.Output[str]]
-    images: dict[str, pulumi.Output[str]]
-
     def __init__(self, name: str, args: AwsNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:aws:NodeGroup", name, None, opts)
-        cloud, group = args.cloud, args.group
+        super().__init__("clusterctl:aws:NodeGroup", name, opts)
+        cloud, group = args.nodes.cloud, args.nodes.group
         child = pulumi.ResourceOptions(parent=self)
-        self.private_ips = {}
-        self.images = {}
-        for host, address in zip(group.hosts, group.addresses, strict=True):
-            node = args.plan.node(host)
-            user_data = cloud_init(
-                hostname=host,
-                fqdn=node.fqdn,
-                user=cloud.ssh_user,
-                authorized_keys=[args.ssh_public_key],
-                host_key=args.host_keys.get(host),
-            )
+        for host, address in args.nodes.hosts():
+            user_data = args.nodes.user_data(host)
             if group.efa_interfaces:
-                instance = self._efa_instance(name, args, host, address, user_data, child)
+                made = self._efa_instance(name, args, host, address, user_data, child)
             else:
-                instance = aws.ec2.Instance(
+                made = instance(
                     f"{name}-{host}",
-                    ami=group_image(cloud, group),
+                    cloud,
+                    ami=common.group_image(cloud, group),
                     instance_type=group.instance_type,
-                    availability_zone=cloud.zone,
                     subnet_id=args.subnet_id,
-                    private_ip=address,
-                    vpc_security_group_ids=[args.security_group_id],
-                    # Secret: the user data carries the node's private SSH host key.
-                    user_data=pulumi.Output.secret(user_data),
-                    root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                        volume_size=cloud.root_volume_gib, volume_type="gp3", encrypted=True, tags=_tags(cloud, host)
-                    ),
-                    metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
-                    tags=_tags(cloud, host),
+                    security_group_id=args.security_group_id,
+                    user_data=user_data,
+                    tag_name=host,
                     opts=child,
+                    volume_gib=cloud.root_volume_gib,
+                    private_ip=address,
                 )
-            self.private_ips[host] = instance.private_ip
             # The AMI EC2 launched it from (for a launch template's instance, the template's then).
-            self.images[host] = instance.ami
-        self.register_outputs({"privateIps": self.private_ips})
+            self._add_node(host, made.private_ip, made.ami)
+        self._finish()
 
     def _efa_instance(
         self,
@@ -360,8 +384,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
         # next to the EFA interfaces (RunInstances refuses an instance-level address with them).
         template = node_launch_template(
             f"{name}-{host}-lt",
-            cloud=args.cloud,
-            group=args.group,
+            cloud=args.nodes.cloud,
+            group=args.nodes.group,
             host=host,
             address=address,
             subnet_id=args.subnet_id,
@@ -375,7 +399,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
             ),
-            tags=_tags(args.cloud, host),
+            tags=tags(args.nodes.cloud, host),
             opts=child,
         )
 
@@ -419,7 +443,7 @@ def node_launch_template(
         resource_name,
         name=template_name,
         update_default_version=True if template_name else None,
-        image_id=group_image(cloud, group),
+        image_id=common.group_image(cloud, group),
         instance_type=group.instance_type,
         network_interfaces=efa_network_interfaces(group, address, subnet_id, security_group_id),
         placement=placement,
@@ -442,33 +466,22 @@ def node_launch_template(
             pulumi.Output.secret(base64.b64encode(user_data.encode()).decode()) if user_data is not None else None
         ),
         tag_specifications=[
-            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=_tags(cloud, host))
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags(cloud, host))
             for kind in ("instance", "volume", "network-interface")
         ],
-        tags=_tags(cloud, f"{host}-lt"),
+        tags=tags(cloud, f"{host}-lt"),
         opts=opts,
     )
 
 
-@dataclass
-class FsxLustreArgs:
-    """Inputs of :class:`FsxLustre`."""
-
-    cloud: CloudPlan
-    fs: ManagedLustrePlan
-    subnet_id: pulumi.Input[str]
-    security_group_id: pulumi.Input[str]
-
-
-class FsxLustre(pulumi.ComponentResource):
+class FsxLustre(common.ManagedLustre):
     """An FSx for Lustre file system sized by the plan (PerUnitStorageThroughput x capacity)."""
 
-    source: pulumi.Output[str]
+    TYPE = "clusterctl:aws:FsxLustre"
 
-    def __init__(self, name: str, args: FsxLustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:aws:FsxLustre", name, None, opts)
-        fs, cloud = args.fs, args.cloud
-        persistent = fs.tier.startswith("PERSISTENT")
+    def _file_system(self, name: str, args: common.ManagedLustreArgs) -> pulumi.Output[str]:
+        fs = args.fs
+        assert args.security_group_id is not None  # the cluster group: FSx and the nodes talk freely
         if fs.tier not in FSX_ENCRYPTED_IN_TRANSIT:
             raise ValueError(
                 f"FSx deployment type {fs.tier} does not encrypt data in transit; use one of "
@@ -478,93 +491,68 @@ class FsxLustre(pulumi.ComponentResource):
             f"{name}-fsx",
             storage_capacity=fs.capacity_gib,
             deployment_type=fs.tier,
-            per_unit_storage_throughput=fs.per_unit_mbps_per_tib if persistent else None,
-            subnet_ids=args.subnet_id,  # pulumi-aws 7 takes the one subnet as a string
+            per_unit_storage_throughput=fs.per_unit_mbps_per_tib if fs.tier.startswith("PERSISTENT") else None,
+            subnet_ids=args.network,  # pulumi-aws 7 takes the one subnet as a string
             security_group_ids=[args.security_group_id],
             file_system_type_version=FSX_LUSTRE_VERSION,
             data_compression_type="NONE",
-            tags=_tags(cloud, f"{cloud.cluster}-{fs.name}"),
+            tags=tags(args.cloud, f"{args.cloud.cluster}-{fs.name}"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.source = pulumi.Output.concat(filesystem.dns_name, "@tcp:/", filesystem.mount_name)
-        self.register_outputs({"source": self.source})
+        return pulumi.Output.concat(filesystem.dns_name, "@tcp:/", filesystem.mount_name)
+
+
+class AwsCluster(common.CloudCluster):
+    """Everything of one clusterctl cluster on AWS."""
+
+    PROVIDER = "aws"
+    network: AwsNetwork
+    placement: pulumi.Input[str] | None
+
+    def _site(self, name: str) -> pulumi.ResourceOptions:
+        child = provider_options(name, self.cloud, self)
+        self.network = AwsNetwork(f"{name}-net", AwsNetworkArgs(cloud=self.cloud), opts=child)
+        self.placement = placement_group(name, self.cloud, child)
+        return child
+
+    def _node_group(self, name: str, nodes: common.NodeGroupInputs) -> common.CloudNodeGroup:
+        network = self.network
+        group_args = AwsNodeGroupArgs(nodes, network.subnet_ids["nodes"], network.cluster_sg_id, self.placement)
+        return AwsNodeGroup(name, group_args, opts=self._child)
+
+    def _lustre(self, name: str) -> dict[str, pulumi.Output[str]]:
+        storage = self.network.subnet_ids.get("storage", self.network.subnet_ids["nodes"])
+        sg_id = self.network.cluster_sg_id
+        return {
+            fs.name: FsxLustre(
+                f"{name}-{fs.name}", common.ManagedLustreArgs(self.cloud, fs, storage, sg_id), opts=self._child
+            ).source
+            for fs in self.cloud.managed_lustre
+        }
+
+    def _bastion(self, name: str, args: common.CloudClusterArgs) -> pulumi.Output[str]:
+        cloud = self.cloud
+        assert cloud.bastion is not None
+        assert self.network.bastion_sg_id is not None  # made whenever the plan has a bastion
+        bastion = instance(
+            f"{name}-bastion",
+            cloud,
+            ami=cloud.image,
+            instance_type=cloud.bastion.instance_type,
+            subnet_id=self.network.subnet_ids["public"],
+            security_group_id=self.network.bastion_sg_id,
+            user_data=args.bastion_user_data(cloud),
+            tag_name=cloud.bastion.name,
+            opts=self._child,
+            public=True,
+        )
+        return bastion.public_ip
 
 
 # The inputs every cloud's cluster component takes.
-AwsClusterArgs = CloudClusterArgs
+AwsClusterArgs = common.CloudClusterArgs
 
 
-class AwsCluster(CloudCluster):
-    """Everything of one clusterctl cluster on AWS."""
-
-    def __init__(self, name: str, args: AwsClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:aws:Cluster", name, None, opts)
-        cloud = args.plan.cloud
-        if cloud is None or cloud.provider != "aws":
-            raise ValueError("the plan is not an AWS plan (plan.cloud.provider != aws)")
-        child = provider_options(name, cloud, self)
-        network = AwsNetwork(f"{name}-net", AwsNetworkArgs(cloud=cloud), opts=child)
-        placement = placement_group(name, cloud, child)
-        ips: dict[str, pulumi.Output[str]] = {}
-        images: dict[str, pulumi.Output[str]] = {}
-        for group_plan in cloud.groups:
-            nodes = AwsNodeGroup(
-                f"{name}-{group_plan.group}",
-                AwsNodeGroupArgs(
-                    cloud=cloud,
-                    plan=args.plan,
-                    group=group_plan,
-                    subnet_id=network.subnet_ids["nodes"],
-                    security_group_id=network.cluster_sg_id,
-                    placement_group=placement,
-                    ssh_public_key=args.ssh_public_key,
-                    host_keys=args.host_keys,
-                ),
-                opts=child,
-            )
-            ips.update(nodes.private_ips)
-            images.update(nodes.images)
-        self.nodes = pulumi.Output.all(**ips)
-        self.node_images = pulumi.Output.all(**images)
-        self.lustre = {}
-        storage_subnet = network.subnet_ids.get("storage", network.subnet_ids["nodes"])
-        for fs in cloud.managed_lustre:
-            fsx = FsxLustre(
-                f"{name}-{fs.name}",
-                FsxLustreArgs(cloud=cloud, fs=fs, subnet_id=storage_subnet, security_group_id=network.cluster_sg_id),
-                opts=child,
-            )
-            self.lustre[fs.name] = fsx.source
-        self.bastion_address = None
-        if cloud.bastion is not None and network.bastion_sg_id is not None:
-            bastion = aws.ec2.Instance(
-                f"{name}-bastion",
-                ami=cloud.image,
-                instance_type=cloud.bastion.instance_type,
-                availability_zone=cloud.zone,
-                subnet_id=network.subnet_ids["public"],
-                associate_public_ip_address=True,
-                vpc_security_group_ids=[network.bastion_sg_id],
-                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                    volume_type="gp3", encrypted=True, tags=_tags(cloud, cloud.bastion.name)
-                ),
-                user_data=pulumi.Output.secret(
-                    cloud_init(
-                        hostname=cloud.bastion.name,
-                        fqdn=cloud.bastion.name,
-                        user=cloud.ssh_user,
-                        authorized_keys=[args.ssh_public_key],
-                        host_key=args.host_keys.get(BASTION_KEY),
-                    )
-                ),
-                metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
-                tags=_tags(cloud, cloud.bastion.name),
-                opts=child,
-            )
-            self.bastion_address = bastion.public_ip
-        self.register_outputs({OUT_NODES: self.nodes})
-
-
-def deploy(inputs: StackInputs) -> AwsCluster:
+def deploy(inputs: common.StackInputs) -> AwsCluster:
     """The program: one AwsCluster from the plan, and the stack outputs clusterctl reads."""
-    return deploy_cloud(AwsCluster, inputs)
+    return common.deploy_cloud(AwsCluster, inputs)

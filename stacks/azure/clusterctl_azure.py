@@ -26,27 +26,17 @@ Defaults (tests/stacks/test_cloud_defaults.py asserts them):
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+import clusterctl_stack as common
 import pulumi
 import pulumi_azure_native as azure
-from clusterctl_stack import (
-    BASTION_KEY,
-    OUT_NODES,
-    CloudCluster,
-    CloudClusterArgs,
-    HostKey,
-    StackInputs,
-    cloud_init,
-    deploy_cloud,
-    group_image,
-    ssh_sources,
-)
 
-from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
+from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan
 
 SSH_PRIORITY = 100
+SSH_PORT = 22
 LUSTRE_FS = "lustrefs"  # Azure Managed Lustre always names its file system so
 MAINTENANCE: azure.storagecache.AmlFilesystemMaintenanceWindowArgsDict = {
     "day_of_week": azure.storagecache.MaintenanceDayOfWeekType.SATURDAY,
@@ -78,74 +68,140 @@ def _custom_data(text: str) -> pulumi.Output[str]:
     return pulumi.Output.secret(base64.b64encode(text.encode()).decode())
 
 
-@dataclass
-class AzureNetworkArgs:
-    """Inputs of :class:`AzureNetwork`."""
-
-    cloud: CloudPlan
-    resource_group: pulumi.Input[str]
+def zones(cloud: CloudPlan) -> list[str] | None:
+    """The plan's availability zone as Azure takes it (none: regional)."""
+    return [cloud.zone] if cloud.zone else None
 
 
-class AzureNetwork(pulumi.ComponentResource):
+def ssh_rule(rule_name: str, description: str) -> azure.network.SecurityRuleArgsDict:
+    """An inbound rule admitting SSH; the caller says from where (``source_address_prefix(es)``)."""
+    return {
+        "name": rule_name,
+        "priority": SSH_PRIORITY,
+        "direction": "Inbound",
+        "access": "Allow",
+        "protocol": "Tcp",
+        "source_port_range": "*",
+        "destination_address_prefix": "*",
+        "destination_port_range": str(SSH_PORT),
+        "description": description,
+    }
+
+
+def ssh_security_group(
+    name: str,
+    nsg_name: str,
+    cloud: CloudPlan,
+    rg: pulumi.Input[str],
+    rule: azure.network.SecurityRuleArgsDict,
+    opts: pulumi.ResourceOptions,
+) -> azure.network.NetworkSecurityGroup:
+    """A network security group whose one rule is ``rule`` (:func:`ssh_rule`)."""
+    return azure.network.NetworkSecurityGroup(
+        name,
+        network_security_group_name=nsg_name,
+        resource_group_name=rg,
+        location=cloud.region,
+        security_rules=[rule],
+        tags=dict(cloud.labels),
+        opts=opts,
+    )
+
+
+def virtual_network(
+    name: str, vnet_name: str, cloud: CloudPlan, rg: pulumi.Input[str], cidr: str, parent: pulumi.Resource
+) -> azure.network.VirtualNetwork:
+    """A VNet whose subnets are separate resources."""
+    return azure.network.VirtualNetwork(
+        name,
+        virtual_network_name=vnet_name,
+        resource_group_name=rg,
+        location=cloud.region,
+        address_space={"address_prefixes": [cidr]},
+        tags=dict(cloud.labels),
+        # Without this the VNet would remove the subnets on update.
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["subnets"]),
+    )
+
+
+def public_ip(
+    name: str, ip_name: str, cloud: CloudPlan, rg: pulumi.Input[str], opts: pulumi.ResourceOptions, zonal: bool = False
+) -> azure.network.PublicIPAddress:
+    """A static Standard public address (``zonal``: in the plan's zone)."""
+    return azure.network.PublicIPAddress(
+        name,
+        public_ip_address_name=ip_name,
+        resource_group_name=rg,
+        location=cloud.region,
+        sku={"name": "Standard"},
+        public_ip_allocation_method="Static",
+        zones=zones(cloud) if zonal else None,
+        tags=dict(cloud.labels),
+        opts=opts,
+    )
+
+
+def address_of(ip: azure.network.PublicIPAddress) -> pulumi.Output[str]:
+    """The address Azure gave a public IP."""
+    return ip.ip_address.apply(lambda address: address or "")
+
+
+def network_interface(
+    name: str,
+    nic_name: str,
+    cloud: CloudPlan,
+    rg: pulumi.Input[str],
+    subnet_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+    *,
+    address: str | None = None,
+    public_ip_id: pulumi.Input[str] | None = None,
+) -> azure.network.NetworkInterface:
+    """A NIC: a node's at its planned ``address`` with accelerated networking, or one with a public address."""
+    config: azure.network.NetworkInterfaceIPConfigurationArgsDict = {
+        "name": "primary",
+        "primary": True,
+        "subnet": {"id": subnet_id},
+    }
+    if address is not None:
+        config["private_ip_allocation_method"] = "Static"
+        config["private_ip_address"] = address
+    else:
+        config["private_ip_allocation_method"] = "Dynamic"
+        config["public_ip_address"] = {"id": public_ip_id}
+    return azure.network.NetworkInterface(
+        name,
+        network_interface_name=nic_name,
+        resource_group_name=rg,
+        location=cloud.region,
+        enable_accelerated_networking=True if address is not None else None,
+        ip_configurations=[config],
+        tags=dict(cloud.labels),
+        opts=opts,
+    )
+
+
+# The inputs every cloud's network component takes (Azure: with the resource group).
+AzureNetworkArgs = common.CloudNetworkArgs
+
+
+class AzureNetwork(common.CloudNetwork):
     """VNet, subnets, NAT gateway and network security groups."""
-
-    subnet_ids: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: AzureNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:azure:Network", name, None, opts)
         cloud, rg = args.cloud, args.resource_group
+        assert rg is not None
         child = pulumi.ResourceOptions(parent=self)
-        tags = dict(cloud.labels)
-        self.subnet_ids = {}
         if any(s.existing_id for s in cloud.subnets):
-            for subnet in cloud.subnets:
-                if subnet.existing_id:
-                    self.subnet_ids[subnet.purpose] = pulumi.Output.from_input(subnet.existing_id)
+            self.subnet_ids = common.existing_subnet_ids(cloud)
             self.register_outputs({})
             return
-        vnet = azure.network.VirtualNetwork(
-            f"{name}-vnet",
-            virtual_network_name=f"{cloud.cluster}-vnet",
-            resource_group_name=rg,
-            location=cloud.region,
-            address_space={"address_prefixes": [cloud.network_cidr]},
-            tags=tags,
-            # The subnets are separate resources; without this the VNet would remove them on update.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]),
-        )
-        nodes_nsg = azure.network.NetworkSecurityGroup(
-            f"{name}-nodes-nsg",
-            network_security_group_name=f"{cloud.cluster}-nodes",
-            resource_group_name=rg,
-            location=cloud.region,
-            security_rules=[
-                {
-                    "name": "ssh-from-vnet",
-                    "priority": SSH_PRIORITY,
-                    "direction": "Inbound",
-                    "access": "Allow",
-                    "protocol": "Tcp",
-                    "source_address_prefix": "VirtualNetwork",
-                    "source_port_range": "*",
-                    "destination_address_prefix": "*",
-                    "destination_port_range": "22",
-                    "description": "SSH from inside the VNet (the bastion, or clusterctl in the network)",
-                }
-            ],
-            tags=tags,
-            opts=child,
-        )
-        nat_ip = azure.network.PublicIPAddress(
-            f"{name}-nat-ip",
-            public_ip_address_name=f"{cloud.cluster}-nat",
-            resource_group_name=rg,
-            location=cloud.region,
-            sku={"name": "Standard"},
-            public_ip_allocation_method="Static",
-            zones=[cloud.zone] if cloud.zone else None,
-            tags=tags,
-            opts=child,
-        )
+        vnet = virtual_network(f"{name}-vnet", f"{cloud.cluster}-vnet", cloud, rg, cloud.network_cidr, self)
+        inside = ssh_rule("ssh-from-vnet", "SSH from inside the VNet (the bastion, or clusterctl in the network)")
+        inside["source_address_prefix"] = "VirtualNetwork"
+        nodes_nsg = ssh_security_group(f"{name}-nodes-nsg", f"{cloud.cluster}-nodes", cloud, rg, inside, child)
+        nat_ip = public_ip(f"{name}-nat-ip", f"{cloud.cluster}-nat", cloud, rg, child, zonal=True)
         nat = azure.network.NatGateway(
             f"{name}-nat",
             nat_gateway_name=f"{cloud.cluster}-nat",
@@ -153,36 +209,20 @@ class AzureNetwork(pulumi.ComponentResource):
             location=cloud.region,
             sku={"name": "Standard"},
             public_ip_addresses=[{"id": nat_ip.id}],
-            zones=[cloud.zone] if cloud.zone else None,
-            tags=tags,
+            zones=zones(cloud),
+            tags=dict(cloud.labels),
             opts=child,
         )
         bastion_nsg = None
         if cloud.bastion is not None:
-            bastion_nsg = azure.network.NetworkSecurityGroup(
-                f"{name}-bastion-nsg",
-                network_security_group_name=f"{cloud.cluster}-bastion",
-                resource_group_name=rg,
-                location=cloud.region,
-                security_rules=[
-                    {
-                        "name": "ssh-from-allowed",
-                        "priority": SSH_PRIORITY,
-                        "direction": "Inbound",
-                        "access": "Allow",
-                        "protocol": "Tcp",
-                        "source_address_prefixes": ssh_sources(
-                            cloud, cloud.bastion.allowed_cidrs, f"{cloud.cluster}-bastion"
-                        ),
-                        "source_port_range": "*",
-                        "destination_address_prefix": "*",
-                        "destination_port_range": "22",
-                        "description": "SSH from provider.allowed_ssh_cidrs only",
-                    }
-                ],
-                tags=tags,
-                opts=child,
+            allowed = ssh_rule("ssh-from-allowed", "SSH from provider.allowed_ssh_cidrs only")
+            allowed["source_address_prefixes"] = common.ssh_sources(
+                cloud, cloud.bastion.allowed_cidrs, f"{cloud.cluster}-bastion"
             )
+            bastion_nsg = ssh_security_group(
+                f"{name}-bastion-nsg", f"{cloud.cluster}-bastion", cloud, rg, allowed, child
+            )
+        self.subnet_ids = {}
         for subnet in cloud.subnets:
             extra: dict[str, Any] = {}
             if subnet.purpose == "nodes":
@@ -202,7 +242,7 @@ class AzureNetwork(pulumi.ComponentResource):
         self.register_outputs({"subnets": self.subnet_ids})
 
 
-def _vm(
+def virtual_machine(
     name: str,
     *,
     cloud: CloudPlan,
@@ -217,12 +257,13 @@ def _vm(
     reservation_group: str | None = None,
     image: str | None = None,
 ) -> azure.compute.VirtualMachine:
+    """A Linux VM with the defaults of every program: key logins only, encryption at host, premium OS disk."""
     return azure.compute.VirtualMachine(
         name,
         vm_name=vm_name,
         resource_group_name=rg,
         location=cloud.region,
-        zones=[cloud.zone] if cloud.zone else None,
+        zones=zones(cloud),
         hardware_profile={"vm_size": size},
         network_profile={"network_interfaces": [{"id": nic_id, "primary": True}]},
         os_profile={
@@ -262,13 +303,9 @@ def _vm(
 class AzureNodeGroupArgs:
     """Inputs of :class:`AzureNodeGroup`."""
 
-    cloud: CloudPlan
-    plan: Plan
-    group: CloudInstanceGroupPlan
+    nodes: common.NodeGroupInputs
     resource_group: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
     # A scale set made elsewhere (a burst group's, made by the operator): used, not created.
     scale_set_id: pulumi.Input[str] | None = None
 
@@ -284,7 +321,7 @@ def scale_set(
         vm_scale_set_name=group.scale_set,
         resource_group_name=rg,
         location=cloud.region,
-        zones=[cloud.zone] if cloud.zone else None,
+        zones=zones(cloud),
         orchestration_mode="Flexible",
         platform_fault_domain_count=1,
         single_placement_group=True,
@@ -293,207 +330,132 @@ def scale_set(
     )
 
 
-class AzureNodeGroup(pulumi.ComponentResource):
+class AzureNodeGroup(common.CloudNodeGroup):
     """One node group: VMs with static NICs; GPU groups in one single-placement-group scale set."""
 
-    private_ips: dict[str, pulumi.Output[str]]
-    images: dict[str, pulumi.Output[str]]
-
     def __init__(self, name: str, args: AzureNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:azure:NodeGroup", name, None, opts)
-        cloud, group, rg = args.cloud, args.group, args.resource_group
+        super().__init__("clusterctl:azure:NodeGroup", name, opts)
+        cloud, group, rg = args.nodes.cloud, args.nodes.group, args.resource_group
         child = pulumi.ResourceOptions(parent=self)
-        tags = dict(cloud.labels)
         scale_set_id: pulumi.Input[str] | None = args.scale_set_id
         if group.scale_set and scale_set_id is None:
             scale_set_id = scale_set(f"{name}-vmss", cloud, group, rg, child).id
         reservation = cloud.capacity_reservation_group_id if group.capacity_reservation else None
-        self.private_ips = {}
-        self.images = {}
-        for host, address in zip(group.hosts, group.addresses, strict=True):
-            node = args.plan.node(host)
-            nic = azure.network.NetworkInterface(
-                f"{name}-{host}-nic",
-                network_interface_name=f"{cloud.cluster}-{host}",
-                resource_group_name=rg,
-                location=cloud.region,
-                enable_accelerated_networking=True,
-                ip_configurations=[
-                    {
-                        "name": "primary",
-                        "primary": True,
-                        "subnet": {"id": args.subnet_id},
-                        "private_ip_allocation_method": "Static",
-                        "private_ip_address": address,
-                    }
-                ],
-                tags=tags,
-                opts=child,
+        for host, address in args.nodes.hosts():
+            nic = network_interface(
+                f"{name}-{host}-nic", f"{cloud.cluster}-{host}", cloud, rg, args.subnet_id, child, address=address
             )
-            vm = _vm(
+            vm = virtual_machine(
                 f"{name}-{host}",
                 cloud=cloud,
                 rg=rg,
                 vm_name=host,
                 size=group.instance_type,
                 nic_id=nic.id,
-                user_data=cloud_init(
-                    hostname=host,
-                    fqdn=node.fqdn,
-                    user=cloud.ssh_user,
-                    authorized_keys=[args.ssh_public_key],
-                    host_key=args.host_keys.get(host),
-                ),
-                ssh_public_key=args.ssh_public_key,
+                user_data=args.nodes.user_data(host),
+                ssh_public_key=args.nodes.ssh_public_key,
                 parent=self,
                 scale_set_id=scale_set_id,
                 reservation_group=reservation,
-                image=group_image(cloud, group),
+                image=common.group_image(cloud, group),
             )
-            self.private_ips[host] = nic.ip_configurations.apply(
-                lambda configs: (configs or [])[0].private_ip_address or "" if configs else ""
+            self._add_node(
+                host,
+                nic.ip_configurations.apply(
+                    lambda configs: (configs or [])[0].private_ip_address or "" if configs else ""
+                ),
+                # The image the VM was made from: a gallery image version by id, a marketplace image by URN.
+                vm.storage_profile.apply(_image_of),
             )
-            # The image the VM was made from: a gallery image version by id, a marketplace image by URN.
-            self.images[host] = vm.storage_profile.apply(_image_of)
-        self.register_outputs({"privateIps": self.private_ips})
+        self._finish()
 
 
-@dataclass
-class AzureManagedLustreArgs:
-    """Inputs of :class:`AzureManagedLustre`."""
-
-    cloud: CloudPlan
-    fs: ManagedLustrePlan
-    resource_group: pulumi.Input[str]
-    subnet_id: pulumi.Input[str]
-
-
-class AzureManagedLustre(pulumi.ComponentResource):
+class AzureManagedLustre(common.ManagedLustre):
     """An Azure Managed Lustre file system (throughput = SKU MB/s per TiB x capacity)."""
 
-    source: pulumi.Output[str]
+    TYPE = "clusterctl:azure:ManagedLustre"
 
-    def __init__(self, name: str, args: AzureManagedLustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:azure:ManagedLustre", name, None, opts)
-        fs, cloud = args.fs, args.cloud
+    def _file_system(self, name: str, args: common.ManagedLustreArgs) -> pulumi.Output[str]:
         filesystem = azure.storagecache.AmlFilesystem(
             f"{name}-amlfs",
-            aml_filesystem_name=f"{cloud.cluster}-{fs.name}",
+            aml_filesystem_name=f"{args.cloud.cluster}-{args.fs.name}",
             resource_group_name=args.resource_group,
-            location=cloud.region,
-            sku={"name": fs.tier},
-            storage_capacity_ti_b=fs.capacity_gib / 1024,
-            filesystem_subnet=args.subnet_id,
+            location=args.cloud.region,
+            sku={"name": args.fs.tier},
+            storage_capacity_ti_b=args.fs.capacity_gib / 1024,
+            filesystem_subnet=args.network,
             maintenance_window=MAINTENANCE,
-            zones=[cloud.zone] if cloud.zone else None,
-            tags=dict(cloud.labels),
+            zones=zones(args.cloud),
+            tags=dict(args.cloud.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.source = filesystem.client_info.apply(lambda info: f"{info.mgs_address}@tcp:/{LUSTRE_FS}" if info else "")
-        self.register_outputs({"source": self.source})
+        return filesystem.client_info.apply(lambda info: f"{info.mgs_address}@tcp:/{LUSTRE_FS}" if info else "")
+
+
+class AzureCluster(common.CloudCluster):
+    """Everything of one clusterctl cluster on Azure."""
+
+    PROVIDER = "azure"
+    rg: azure.resources.ResourceGroup
+    network: AzureNetwork
+
+    def _site(self, name: str) -> pulumi.ResourceOptions:
+        cloud = self.cloud
+        if cloud.resource_group is None:
+            raise common.not_provider_plan("azure")
+        child = pulumi.ResourceOptions(parent=self)
+        self.rg = azure.resources.ResourceGroup(
+            f"{name}-rg",
+            resource_group_name=cloud.resource_group,
+            location=cloud.region,
+            tags=dict(cloud.labels),
+            opts=child,
+        )
+        self.network = AzureNetwork(
+            f"{name}-net", AzureNetworkArgs(cloud=cloud, resource_group=self.rg.name), opts=child
+        )
+        return child
+
+    def _node_group(self, name: str, nodes: common.NodeGroupInputs) -> common.CloudNodeGroup:
+        group_args = AzureNodeGroupArgs(nodes, self.rg.name, self.network.subnet_ids["nodes"])
+        return AzureNodeGroup(name, group_args, opts=self._child)
+
+    def _lustre(self, name: str) -> dict[str, pulumi.Output[str]]:
+        storage = self.network.subnet_ids.get("storage", self.network.subnet_ids["nodes"])
+        return {
+            fs.name: AzureManagedLustre(
+                f"{name}-{fs.name}",
+                common.ManagedLustreArgs(self.cloud, fs, storage, resource_group=self.rg.name),
+                opts=self._child,
+            ).source
+            for fs in self.cloud.managed_lustre
+        }
+
+    def _bastion(self, name: str, args: common.CloudClusterArgs) -> pulumi.Output[str]:
+        cloud = self.cloud
+        assert cloud.bastion is not None
+        bastion, rg = cloud.bastion.name, self.rg.name
+        ip = public_ip(f"{name}-bastion-ip", bastion, cloud, rg, self._child)
+        public = self.network.subnet_ids.get("public", self.network.subnet_ids["nodes"])
+        nic = network_interface(f"{name}-bastion-nic", bastion, cloud, rg, public, self._child, public_ip_id=ip.id)
+        virtual_machine(
+            f"{name}-bastion",
+            cloud=cloud,
+            rg=rg,
+            vm_name=bastion,
+            size=cloud.bastion.instance_type,
+            nic_id=nic.id,
+            user_data=args.bastion_user_data(cloud),
+            ssh_public_key=args.ssh_public_key,
+            parent=self,
+        )
+        return address_of(ip)
 
 
 # The inputs every cloud's cluster component takes.
-AzureClusterArgs = CloudClusterArgs
+AzureClusterArgs = common.CloudClusterArgs
 
 
-class AzureCluster(CloudCluster):
-    """Everything of one clusterctl cluster on Azure."""
-
-    def __init__(self, name: str, args: AzureClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:azure:Cluster", name, None, opts)
-        cloud = args.plan.cloud
-        if cloud is None or cloud.provider != "azure" or cloud.resource_group is None:
-            raise ValueError("the plan is not an Azure plan (plan.cloud.provider != azure)")
-        child = pulumi.ResourceOptions(parent=self)
-        tags = dict(cloud.labels)
-        rg = azure.resources.ResourceGroup(
-            f"{name}-rg", resource_group_name=cloud.resource_group, location=cloud.region, tags=tags, opts=child
-        )
-        network = AzureNetwork(f"{name}-net", AzureNetworkArgs(cloud=cloud, resource_group=rg.name), opts=child)
-        ips: dict[str, pulumi.Output[str]] = {}
-        images: dict[str, pulumi.Output[str]] = {}
-        for group_plan in cloud.groups:
-            nodes = AzureNodeGroup(
-                f"{name}-{group_plan.group}",
-                AzureNodeGroupArgs(
-                    cloud=cloud,
-                    plan=args.plan,
-                    group=group_plan,
-                    resource_group=rg.name,
-                    subnet_id=network.subnet_ids["nodes"],
-                    ssh_public_key=args.ssh_public_key,
-                    host_keys=args.host_keys,
-                ),
-                opts=child,
-            )
-            ips.update(nodes.private_ips)
-            images.update(nodes.images)
-        self.nodes = pulumi.Output.all(**ips)
-        self.node_images = pulumi.Output.all(**images)
-        self.lustre = {}
-        for fs in cloud.managed_lustre:
-            lustre = AzureManagedLustre(
-                f"{name}-{fs.name}",
-                AzureManagedLustreArgs(
-                    cloud=cloud,
-                    fs=fs,
-                    resource_group=rg.name,
-                    subnet_id=network.subnet_ids.get("storage", network.subnet_ids["nodes"]),
-                ),
-                opts=child,
-            )
-            self.lustre[fs.name] = lustre.source
-        self.bastion_address = None
-        if cloud.bastion is not None:
-            public_ip = azure.network.PublicIPAddress(
-                f"{name}-bastion-ip",
-                public_ip_address_name=cloud.bastion.name,
-                resource_group_name=rg.name,
-                location=cloud.region,
-                sku={"name": "Standard"},
-                public_ip_allocation_method="Static",
-                tags=tags,
-                opts=child,
-            )
-            nic = azure.network.NetworkInterface(
-                f"{name}-bastion-nic",
-                network_interface_name=cloud.bastion.name,
-                resource_group_name=rg.name,
-                location=cloud.region,
-                ip_configurations=[
-                    {
-                        "name": "primary",
-                        "primary": True,
-                        "subnet": {"id": network.subnet_ids.get("public", network.subnet_ids["nodes"])},
-                        "private_ip_allocation_method": "Dynamic",
-                        "public_ip_address": {"id": public_ip.id},
-                    }
-                ],
-                tags=tags,
-                opts=child,
-            )
-            _vm(
-                f"{name}-bastion",
-                cloud=cloud,
-                rg=rg.name,
-                vm_name=cloud.bastion.name,
-                size=cloud.bastion.instance_type,
-                nic_id=nic.id,
-                user_data=cloud_init(
-                    hostname=cloud.bastion.name,
-                    fqdn=cloud.bastion.name,
-                    user=cloud.ssh_user,
-                    authorized_keys=[args.ssh_public_key],
-                    host_key=args.host_keys.get(BASTION_KEY),
-                ),
-                ssh_public_key=args.ssh_public_key,
-                parent=self,
-            )
-            self.bastion_address = public_ip.ip_address.apply(lambda ip: ip or "")
-        self.register_outputs({OUT_NODES: self.nodes})
-
-
-def deploy(inputs: StackInputs) -> AzureCluster:
+def deploy(inputs: common.StackInputs) -> AzureCluster:
     """The program: one AzureCluster from the plan, and the stack outputs clusterctl reads."""
-    return deploy_cloud(AzureCluster, inputs)
+    return common.deploy_cloud(AzureCluster, inputs)

@@ -37,13 +37,9 @@ Everything carries the labels ``clusterctl-cluster`` and ``clusterctl-group``.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 from clusterctl_stack import (
@@ -52,8 +48,9 @@ from clusterctl_stack import (
     OUT_NODES,
     OUT_SSH_USER,
     HostKey,
+    NodeGroupInputs,
     StackInputs,
-    cloud_init,
+    cloud_module,
     ssh_sources,
 )
 
@@ -72,20 +69,6 @@ OUT_GROUP = "group"
 OUT_ACTIVE_HOSTS = "activeHosts"
 OUT_PART = "part"
 OUT_BASE = "base"  # what the base made, by name (for people and tests; the nodes part derives it)
-
-STACKS = Path(__file__).resolve().parent.parent
-
-
-def cloud_module(kind: str) -> ModuleType:
-    """The cluster program's components for ``kind`` (``stacks/<kind>/clusterctl_<kind>.py``).
-
-    Why imported on demand: a burst stack needs one cloud's SDK only, and importing
-    pulumi_azure_native alone takes seconds.
-    """
-    folder = STACKS / kind
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return importlib.import_module(f"clusterctl_{kind}")
 
 
 def base_stack_name(cluster: str, group: str) -> str:
@@ -165,49 +148,80 @@ class BurstGroupArgs:
     ssh_public_key: str = ""
     host_keys: dict[str, HostKey] = field(default_factory=dict)
 
-
-def _user_data(args: BurstGroupArgs, cloud: CloudPlan, host: str) -> str:
-    return cloud_init(
-        hostname=host,
-        fqdn=args.plan.node(host).fqdn,
-        user=cloud.ssh_user,
-        authorized_keys=[args.ssh_public_key],
-        host_key=args.host_keys.get(host),
-    )
+    def active_nodes(self, cloud: CloudPlan) -> NodeGroupInputs:
+        """The group narrowed to its active hosts, as the cloud programs' node groups take it."""
+        group = active_group(cloud, self.group, self.active_hosts)
+        return NodeGroupInputs(cloud, self.plan, group, self.ssh_public_key, self.host_keys)
 
 
 def _nodes_output(ips: dict[str, pulumi.Output[str]]) -> pulumi.Output[dict[str, str]]:
     return pulumi.Output.all(**ips) if ips else pulumi.Output.from_input({})
 
 
-# --- AWS --------------------------------------------------------------------------------------
+class _BurstPart(pulumi.ComponentResource):
+    """What both parts of a burst group start from: the cloud program's components and the group's plan."""
+
+    TYPE: ClassVar[str]  # the component's type token
+
+    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.cloud = burst_cloud(args.plan, args.group)
+        self.mod = cloud_module(self.cloud.provider)
+
+    def _children(self, name: str, args: BurstGroupArgs) -> pulumi.ResourceOptions:
+        """Options for the part's children (here: a provider for the group's region)."""
+        return self.mod.provider_options(name, self.cloud, self)
 
 
-class AwsBurstBase(pulumi.ComponentResource):
-    """The operator's part on AWS: security group, placement group, one named launch template per host."""
+class BurstBase(_BurstPart):
+    """The operator's part of a burst group; each cloud's subclass makes it and says what it made."""
 
     base: dict[str, Any]
 
     def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:AwsBase", name, None, opts)
-        import pulumi_aws as aws
+        super().__init__(name, args, opts)
+        self.base = self._base(name, args, self._children(name, args))
+        self.register_outputs(self.base)
 
-        mod = cloud_module("aws")
-        cloud = burst_cloud(args.plan, args.group)
-        child = mod.provider_options(name, cloud, self)
+    def _base(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class BurstGroup(_BurstPart):
+    """The controller's part of a burst group; each cloud's subclass makes the active hosts' instances."""
+
+    nodes: pulumi.Output[dict[str, str]]
+
+    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, args, opts)
+        self.nodes = _nodes_output(self._nodes(name, args, self._children(name, args)))
+        self.register_outputs({OUT_NODES: self.nodes})
+
+    def _nodes(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, pulumi.Output[str]]:
+        """Hostname -> private address of each active host's instance."""
+        raise NotImplementedError
+
+
+# --- AWS --------------------------------------------------------------------------------------
+
+
+class AwsBurstBase(BurstBase):
+    """The operator's part on AWS: security group, placement group, one named launch template per host."""
+
+    TYPE = "clusterctl:burst:AwsBase"
+
+    def _base(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:
+        mod, cloud = self.mod, self.cloud
         network = mod.AwsNetwork(f"{name}-net", mod.AwsNetworkArgs(cloud=cloud), opts=child)
         # The cluster stack's group admits only itself; burst nodes are also talked to by the
         # controller and login nodes elsewhere on the management network (slurmctld -> slurmd,
         # srun), which on a hybrid cluster are on-prem behind the VPN.
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-from-cluster",
-            security_group_id=network.cluster_sg_id,
-            ip_protocol="-1",
-            cidr_ipv4=ssh_sources(cloud, [cloud.network_cidr], f"{name}-from-cluster")[0],
-            description="all traffic from the cluster's management network (slurmctld, srun, SSH from the controller)",
-            tags=dict(cloud.labels),
-            opts=child,
-        )
+        management = {
+            "ip_protocol": "-1",
+            "cidr_ipv4": ssh_sources(cloud, [cloud.network_cidr], f"{name}-from-cluster")[0],
+        }
+        why = "all traffic from the cluster's management network (slurmctld, srun, SSH from the controller)"
+        mod.rule("in", f"{name}-from-cluster", cloud, network.cluster_sg_id, why, management, child)
         placement = mod.placement_group(name, cloud, child, tag_name=cloud.cluster)
         full = cloud.group(args.group)
         templates: dict[str, str] = {}
@@ -226,38 +240,33 @@ class AwsBurstBase(pulumi.ComponentResource):
                 opts=child,
                 template_name=templates[host],
             )
-        self.base = {"securityGroupId": network.cluster_sg_id, "launchTemplates": templates}
-        self.register_outputs(self.base)
+        return {"securityGroupId": network.cluster_sg_id, "launchTemplates": templates}
 
 
-class AwsBurstGroup(pulumi.ComponentResource):
+class AwsBurstGroup(BurstGroup):
     """The controller's part on AWS: one instance per active host, from the host's named launch template."""
 
-    nodes: pulumi.Output[dict[str, str]]
+    TYPE = "clusterctl:burst:AwsGroup"
 
-    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:AwsGroup", name, None, opts)
+    def _nodes(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, pulumi.Output[str]]:
         import pulumi_aws as aws
 
-        mod = cloud_module("aws")
-        cloud = burst_cloud(args.plan, args.group)
-        child = mod.provider_options(name, cloud, self)
+        nodes = args.active_nodes(self.cloud)
         ips: dict[str, pulumi.Output[str]] = {}
-        for host in active_group(cloud, args.group, args.active_hosts).hosts:
+        for host in nodes.group.hosts:
             instance = aws.ec2.Instance(
                 f"{name}-{host}",
                 # Address, interfaces, security group, placement, encrypted volume: the template's.
                 launch_template=aws.ec2.InstanceLaunchTemplateArgs(
-                    name=launch_template_name(cloud, host), version="$Default"
+                    name=launch_template_name(self.cloud, host), version="$Default"
                 ),
                 # Secret: the user data carries the node's private SSH host key.
-                user_data=pulumi.Output.secret(_user_data(args, cloud, host)),
-                tags={**cloud.labels, "Name": host},
+                user_data=pulumi.Output.secret(nodes.user_data(host)),
+                tags=self.mod.tags(self.cloud, host),
                 opts=child,
             )
             ips[host] = instance.private_ip
-        self.nodes = _nodes_output(ips)
-        self.register_outputs({OUT_NODES: self.nodes})
+        return ips
 
 
 # --- GCP --------------------------------------------------------------------------------------
@@ -275,35 +284,27 @@ def _gcp_subnet_refs(cloud: CloudPlan) -> tuple[str, list[str]]:
     return nodes.existing_id or nodes.name, nics
 
 
-class GcpBurstBase(pulumi.ComponentResource):
+class GcpBurstBase(BurstBase):
     """The operator's part on Google Cloud: network or firewalls, GPU/host/RoCE NIC networks, compact policy."""
 
-    base: dict[str, Any]
+    TYPE = "clusterctl:burst:GcpBase"
 
-    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:GcpBase", name, None, opts)
-        mod = cloud_module("gcp")
-        cloud = burst_cloud(args.plan, args.group)
-        child = mod.provider_options(name, cloud, self)
-        network = mod.GcpNetwork(f"{name}-net", mod.GcpNetworkArgs(cloud=cloud), opts=child)
-        mod.compact_policy(name, cloud, child)
-        nodes, nic_subnets = _gcp_subnet_refs(cloud)
-        self.base = {"network": network.network_id, "subnetwork": nodes, "nicSubnetworks": nic_subnets}
-        self.register_outputs(self.base)
+    def _base(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:
+        network = self.mod.GcpNetwork(f"{name}-net", self.mod.GcpNetworkArgs(cloud=self.cloud), opts=child)
+        self.mod.compact_policy(name, self.cloud, child)
+        nodes, nic_subnets = _gcp_subnet_refs(self.cloud)
+        return {"network": network.network_id, "subnetwork": nodes, "nicSubnetworks": nic_subnets}
 
 
-class GcpBurstGroup(pulumi.ComponentResource):
+class GcpBurstGroup(BurstGroup):
     """The controller's part on Google Cloud: the active hosts' instances on the base's networks."""
 
-    nodes: pulumi.Output[dict[str, str]]
+    TYPE = "clusterctl:burst:GcpGroup"
 
-    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:GcpGroup", name, None, opts)
+    def _nodes(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, pulumi.Output[str]]:
         import pulumi_gcp as gcp
 
-        mod = cloud_module("gcp")
-        cloud = burst_cloud(args.plan, args.group)
-        child = mod.provider_options(name, cloud, self)
+        cloud = self.cloud
         subnet, nic_subnets = _gcp_subnet_refs(cloud)
         policy: pulumi.Output[str] | None = None
         if cloud.placement_strategy == "compact":
@@ -314,22 +315,9 @@ class GcpBurstGroup(pulumi.ComponentResource):
                 project=cloud.project,
                 opts=pulumi.InvokeOptions(parent=self, provider=provider),
             ).self_link
-        nodes = mod.GcpNodeGroup(
-            f"{name}-nodes",
-            mod.GcpNodeGroupArgs(
-                cloud=cloud,
-                plan=args.plan,
-                group=active_group(cloud, args.group, args.active_hosts),
-                subnet_id=subnet,
-                nic_subnet_ids={s: s for s in nic_subnets},
-                placement_policy=policy,
-                ssh_public_key=args.ssh_public_key,
-                host_keys=args.host_keys,
-            ),
-            opts=child,
-        )
-        self.nodes = _nodes_output(nodes.private_ips)
-        self.register_outputs({OUT_NODES: self.nodes})
+        group_args = self.mod.GcpNodeGroupArgs(args.active_nodes(cloud), subnet, {s: s for s in nic_subnets}, policy)
+        ips: dict[str, pulumi.Output[str]] = self.mod.GcpNodeGroup(f"{name}-nodes", group_args, opts=child).private_ips
+        return ips
 
 
 # --- Azure ------------------------------------------------------------------------------------
@@ -346,81 +334,64 @@ def _azure_ids(cloud: CloudPlan, group: CloudInstanceGroupPlan, subscription: st
     return subnet, scale_set
 
 
-class AzureBurstBase(pulumi.ComponentResource):
+def _azure_children(part: _BurstPart, group: str) -> pulumi.ResourceOptions:
+    """Options for an Azure part's children, refused unless the plan names the group's resource group."""
+    if part.cloud.resource_group is None:
+        raise ValueError(f"burst group {group}: the plan names no Azure resource group")
+    return pulumi.ResourceOptions(parent=part)
+
+
+class AzureBurstBase(BurstBase):
     """The operator's part on Azure: network and NSGs, the group's scale set, in the group's resource group.
 
     The resource group is not created here: the controller's role is assigned at that group's
     scope (least privilege), so the group has to exist before the role can be given.
     """
 
-    base: dict[str, Any]
+    TYPE = "clusterctl:burst:AzureBase"
 
-    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:AzureBase", name, None, opts)
-        mod = cloud_module("azure")
-        cloud = burst_cloud(args.plan, args.group)
-        if cloud.resource_group is None:
-            raise ValueError(f"burst group {args.group}: the plan names no Azure resource group")
-        child = pulumi.ResourceOptions(parent=self)
-        network = mod.AzureNetwork(
-            f"{name}-net", mod.AzureNetworkArgs(cloud=cloud, resource_group=cloud.resource_group), opts=child
-        )
+    def _children(self, name: str, args: BurstGroupArgs) -> pulumi.ResourceOptions:
+        return _azure_children(self, args.group)
+
+    def _base(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:
+        mod, cloud, rg = self.mod, self.cloud, self.cloud.resource_group
+        network = mod.AzureNetwork(f"{name}-net", mod.AzureNetworkArgs(cloud=cloud, resource_group=rg), opts=child)
         full = cloud.group(args.group)
-        self.base = {"subnet": network.subnet_ids.get("nodes")}
+        base: dict[str, Any] = {"subnet": network.subnet_ids.get("nodes")}
         if full.scale_set:
-            self.base["scaleSet"] = mod.scale_set(f"{name}-vmss", cloud, full, cloud.resource_group, child).id
-        self.register_outputs(self.base)
+            base["scaleSet"] = mod.scale_set(f"{name}-vmss", cloud, full, rg, child).id
+        return base
 
 
-class AzureBurstGroup(pulumi.ComponentResource):
+class AzureBurstGroup(BurstGroup):
     """The controller's part on Azure: a NIC and a VM per active host, in the base's subnet and scale set."""
 
-    nodes: pulumi.Output[dict[str, str]]
+    TYPE = "clusterctl:burst:AzureGroup"
 
-    def __init__(self, name: str, args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:burst:AzureGroup", name, None, opts)
+    def _children(self, name: str, args: BurstGroupArgs) -> pulumi.ResourceOptions:
+        return _azure_children(self, args.group)
+
+    def _nodes(self, name: str, args: BurstGroupArgs, child: pulumi.ResourceOptions) -> dict[str, pulumi.Output[str]]:
         import pulumi_azure_native as azure
 
-        mod = cloud_module("azure")
-        cloud = burst_cloud(args.plan, args.group)
-        if cloud.resource_group is None:
-            raise ValueError(f"burst group {args.group}: the plan names no Azure resource group")
-        child = pulumi.ResourceOptions(parent=self)
-        group = active_group(cloud, args.group, args.active_hosts)
+        cloud = self.cloud
+        nodes = args.active_nodes(cloud)
         subscription = azure.authorization.get_client_config_output(
             opts=pulumi.InvokeOptions(parent=self)
         ).subscription_id
-        ids = subscription.apply(lambda sub: _azure_ids(cloud, group, sub))
-        nodes = mod.AzureNodeGroup(
-            f"{name}-nodes",
-            mod.AzureNodeGroupArgs(
-                cloud=cloud,
-                plan=args.plan,
-                group=group,
-                resource_group=cloud.resource_group,
-                subnet_id=ids.apply(lambda pair: pair[0]),
-                ssh_public_key=args.ssh_public_key,
-                host_keys=args.host_keys,
-                scale_set_id=ids.apply(lambda pair: pair[1] or "") if group.scale_set else None,
-            ),
-            opts=child,
+        ids = subscription.apply(lambda sub: _azure_ids(cloud, nodes.group, sub))
+        scale_set_id = ids.apply(lambda pair: pair[1] or "") if nodes.group.scale_set else None
+        group_args = self.mod.AzureNodeGroupArgs(
+            nodes, cloud.resource_group, ids.apply(lambda pair: pair[0]), scale_set_id
         )
-        self.nodes = _nodes_output(nodes.private_ips)
-        self.register_outputs({OUT_NODES: self.nodes})
+        ips: dict[str, pulumi.Output[str]] = self.mod.AzureNodeGroup(
+            f"{name}-nodes", group_args, opts=child
+        ).private_ips
+        return ips
 
 
-BurstBase = AwsBurstBase | GcpBurstBase | AzureBurstBase
-BurstGroup = AwsBurstGroup | GcpBurstGroup | AzureBurstGroup
-BASES: dict[str, type[AwsBurstBase] | type[GcpBurstBase] | type[AzureBurstBase]] = {
-    "aws": AwsBurstBase,
-    "gcp": GcpBurstBase,
-    "azure": AzureBurstBase,
-}
-COMPONENTS: dict[str, type[AwsBurstGroup] | type[GcpBurstGroup] | type[AzureBurstGroup]] = {
-    "aws": AwsBurstGroup,
-    "gcp": GcpBurstGroup,
-    "azure": AzureBurstGroup,
-}
+BASES: dict[str, type[BurstBase]] = {"aws": AwsBurstBase, "gcp": GcpBurstBase, "azure": AzureBurstBase}
+COMPONENTS: dict[str, type[BurstGroup]] = {"aws": AwsBurstGroup, "gcp": GcpBurstGroup, "azure": AzureBurstGroup}
 
 
 def burst_base(args: BurstGroupArgs, opts: pulumi.ResourceOptions | None = None) -> BurstBase:

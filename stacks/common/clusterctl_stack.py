@@ -20,15 +20,17 @@ import importlib
 import ipaddress
 import json
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, ClassVar, TypeVar
 
 import pulumi
 import yaml
 
-from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, Plan
+from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
 
 CONFIG_NAMESPACE = "clusterctl"
 PLAN_KEY = "plan"
@@ -48,6 +50,9 @@ OUT_SSH_USER = "sshUser"
 OUT_NODE_IMAGES = "nodeImages"  # hostname -> the image the instance was made from (the cloud's answer)
 # The bastion's entry in the host keys clusterctl generates (clusterctl:hostKeys).
 BASTION_KEY = "bastion"
+# How the error messages name each cloud's plan.
+PROVIDER_PLANS = {"aws": "an AWS plan", "gcp": "a GCP plan", "azure": "an Azure plan"}
+STACKS = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -117,12 +122,15 @@ def cloud_init(
     authorized_keys: list[str],
     host_key: HostKey | None,
     extra: dict[str, Any] | None = None,
+    host_key_files: list[dict[str, str]] | None = None,
 ) -> str:
     """The ``#cloud-config`` user data of one node.
 
     The node gets its planned hostname, clusterctl's user with its key (passwordless sudo for
     Ansible's become) and -- when clusterctl generated one -- its SSH host key, with every
     other host key deleted so the one in clusterctl's known_hosts is the only one sshd offers.
+    ``host_key_files`` are written only along with that host key (GCP: the guest agent told to
+    leave it alone).
     """
     config: dict[str, Any] = {
         "hostname": hostname,
@@ -148,9 +156,31 @@ def cloud_init(
             ssh_genkeytypes=[],
             ssh_keys={"ed25519_private": host_key.private, "ed25519_public": host_key.public},
         )
+        if host_key_files:
+            config["write_files"] = host_key_files
     if extra:
         config.update(extra)
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=True, width=4096)
+
+
+def machine_user_data(
+    cloud: CloudPlan,
+    hostname: str,
+    *,
+    fqdn: str,
+    ssh_public_key: str,
+    host_key: HostKey | None,
+    host_key_files: list[dict[str, str]] | None = None,
+) -> str:
+    """The user data of one machine of a cloud stack: ``cloud.ssh_user`` with clusterctl's key, the pinned host key."""
+    return cloud_init(
+        hostname=hostname,
+        fqdn=fqdn,
+        user=cloud.ssh_user,
+        authorized_keys=[ssh_public_key],
+        host_key=host_key,
+        host_key_files=host_key_files,
+    )
 
 
 def group_image(cloud: CloudPlan, group: CloudInstanceGroupPlan) -> str:
@@ -208,6 +238,81 @@ def ssh_sources(cloud: CloudPlan, sources: Iterable[str], rule: str) -> list[str
     return out
 
 
+def cloud_module(kind: str) -> ModuleType:
+    """A cloud program's components (``stacks/<kind>/clusterctl_<kind>.py``), imported on demand.
+
+    Why on demand: the image and burst programs use one cloud's SDK per stack, and importing
+    pulumi_azure_native alone takes seconds.
+    """
+    folder = STACKS / kind
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return importlib.import_module(f"clusterctl_{kind}")
+
+
+def existing_subnet_ids(cloud: CloudPlan) -> dict[str, pulumi.Output[str]]:
+    """Purpose -> id of the plan's subnets that exist already (a stack on an existing network)."""
+    return {net.purpose: pulumi.Output.from_input(net.existing_id) for net in cloud.subnets if net.existing_id}
+
+
+def provider_cloud(plan: Plan, provider: str) -> CloudPlan:
+    """The plan's cloud section, refused unless it is ``provider``'s."""
+    cloud = plan.cloud
+    if cloud is None or cloud.provider != provider:
+        raise not_provider_plan(provider)
+    return cloud
+
+
+def not_provider_plan(provider: str) -> ValueError:
+    """The error of a cloud program handed a plan it cannot make."""
+    return ValueError(f"the plan is not {PROVIDER_PLANS[provider]} (plan.cloud.provider != {provider})")
+
+
+@dataclass
+class NodeGroupInputs:
+    """What a cloud's node group component makes its nodes of, whatever their network: the group and the logins."""
+
+    cloud: CloudPlan
+    plan: Plan
+    group: CloudInstanceGroupPlan
+    ssh_public_key: str
+    host_keys: dict[str, HostKey] = field(default_factory=dict)
+
+    def hosts(self) -> list[tuple[str, str]]:
+        """Each node's hostname and planned address."""
+        return list(zip(self.group.hosts, self.group.addresses, strict=True))
+
+    def user_data(self, host: str, host_key_files: list[dict[str, str]] | None = None) -> str:
+        """The user data of one node: its planned FQDN, clusterctl's key, the host key generated for it."""
+        return machine_user_data(
+            self.cloud,
+            host,
+            fqdn=self.plan.node(host).fqdn,
+            ssh_public_key=self.ssh_public_key,
+            host_key=self.host_keys.get(host),
+            host_key_files=host_key_files,
+        )
+
+
+class CloudNodeGroup(pulumi.ComponentResource):
+    """What every cloud's node group component gives its cluster: each node's address and image."""
+
+    private_ips: dict[str, pulumi.Output[str]]
+    images: dict[str, pulumi.Output[str]]
+
+    def __init__(self, t: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+        super().__init__(t, name, None, opts)
+        self.private_ips = {}
+        self.images = {}
+
+    def _add_node(self, host: str, private_ip: pulumi.Output[str], image: pulumi.Output[str]) -> None:
+        self.private_ips[host] = private_ip
+        self.images[host] = image
+
+    def _finish(self) -> None:
+        self.register_outputs({"privateIps": self.private_ips})
+
+
 @dataclass
 class CloudClusterArgs:
     """Inputs of a cloud program's cluster component (AwsCluster, GcpCluster, AzureCluster)."""
@@ -216,14 +321,111 @@ class CloudClusterArgs:
     ssh_public_key: str
     host_keys: dict[str, HostKey] = field(default_factory=dict)
 
+    def bastion_user_data(
+        self, cloud: CloudPlan, fqdn: str | None = None, host_key_files: list[dict[str, str]] | None = None
+    ) -> str:
+        """The bastion's user data (its FQDN defaults to its name)."""
+        assert cloud.bastion is not None
+        return machine_user_data(
+            cloud,
+            cloud.bastion.name,
+            fqdn=fqdn or cloud.bastion.name,
+            ssh_public_key=self.ssh_public_key,
+            host_key=self.host_keys.get(BASTION_KEY),
+            host_key_files=host_key_files,
+        )
+
 
 class CloudCluster(pulumi.ComponentResource):
-    """What every cloud's cluster component gives clusterctl; each cloud's subclass makes the resources."""
+    """Every cloud's cluster component: a node group per group of the plan, the file systems, the bastion.
 
+    Each cloud's subclass makes them in the hooks, in this order: ``_site`` (what the node groups
+    are made in: provider or resource group, network, placement), ``_node_group``, ``_lustre``,
+    ``_bastion``.
+    """
+
+    PROVIDER: ClassVar[str]  # plan.cloud.provider; the component's type is clusterctl:<provider>:Cluster
+    cloud: CloudPlan
+    _child: pulumi.ResourceOptions  # options for the cluster's children
     nodes: pulumi.Output[dict[str, str]]
     node_images: pulumi.Output[dict[str, str]]
     lustre: dict[str, pulumi.Output[str]]
     bastion_address: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: CloudClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"clusterctl:{self.PROVIDER}:Cluster", name, None, opts)
+        self.cloud = provider_cloud(args.plan, self.PROVIDER)
+        self._child = self._site(name)
+        ips: dict[str, pulumi.Output[str]] = {}
+        images: dict[str, pulumi.Output[str]] = {}
+        for group in self.cloud.groups:
+            nodes = NodeGroupInputs(self.cloud, args.plan, group, args.ssh_public_key, args.host_keys)
+            made = self._node_group(f"{name}-{group.group}", nodes)
+            ips.update(made.private_ips)
+            images.update(made.images)
+        self.nodes = pulumi.Output.all(**ips)
+        self.node_images = pulumi.Output.all(**images)
+        self.lustre = self._lustre(name) if self.cloud.managed_lustre else {}
+        self.bastion_address = self._bastion(name, args) if self.cloud.bastion is not None else None
+        self.register_outputs({OUT_NODES: self.nodes})
+
+    def _site(self, name: str) -> pulumi.ResourceOptions:
+        """What every node group is made in; the options for the cluster's children (``self._child``)."""
+        raise NotImplementedError
+
+    def _node_group(self, name: str, nodes: NodeGroupInputs) -> CloudNodeGroup:
+        raise NotImplementedError
+
+    def _lustre(self, name: str) -> dict[str, pulumi.Output[str]]:
+        """The plan's managed Lustre file systems: name -> mount source."""
+        raise NotImplementedError
+
+    def _bastion(self, name: str, args: CloudClusterArgs) -> pulumi.Output[str]:
+        """The bastion; its public address."""
+        raise NotImplementedError
+
+
+@dataclass
+class CloudNetworkArgs:
+    """Inputs of a cloud's network component (AwsNetwork, GcpNetwork, AzureNetwork)."""
+
+    cloud: CloudPlan
+    resource_group: pulumi.Input[str] | None = None  # Azure: the group it goes in
+
+
+class CloudNetwork(pulumi.ComponentResource):
+    """What every cloud's network component gives the node groups: the plan's subnets by purpose."""
+
+    subnet_ids: dict[str, pulumi.Output[str]]
+
+
+@dataclass
+class ManagedLustreArgs:
+    """Inputs of a cloud's managed Lustre component: the file system's plan and where it goes."""
+
+    cloud: CloudPlan
+    fs: ManagedLustrePlan
+    # AWS and Azure: the subnet the file system is in; GCP: the VPC network that reaches it.
+    network: pulumi.Input[str]
+    security_group_id: pulumi.Input[str] | None = None  # AWS
+    resource_group: pulumi.Input[str] | None = None  # Azure
+    depends_on: list[pulumi.Resource] = field(default_factory=list)  # GCP: private service access
+
+
+class ManagedLustre(pulumi.ComponentResource):
+    """One managed Lustre file system of the plan; each cloud's subclass makes it in ``_file_system``."""
+
+    TYPE: ClassVar[str]  # the component's type token
+    source: pulumi.Output[str]  # "<mgs>@tcp:/<fsname>"
+
+    def __init__(self, name: str, args: ManagedLustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.source = self._file_system(name, args)
+        self.register_outputs({"source": self.source})
+
+    def _file_system(self, name: str, args: ManagedLustreArgs) -> pulumi.Output[str]:
+        """The file system, a child of this component; its mount source."""
+        raise NotImplementedError
 
 
 ClusterT = TypeVar("ClusterT", bound=CloudCluster)

@@ -45,35 +45,27 @@ Defaults (tests/stacks/test_cloud_defaults.py asserts them):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import clusterctl_stack as common
 import pulumi
 import pulumi_gcp as gcp
-from clusterctl_stack import (
-    BASTION_KEY,
-    OUT_NODES,
-    CloudCluster,
-    CloudClusterArgs,
-    HostKey,
-    StackInputs,
-    cloud_init,
-    deploy_cloud,
-    group_image,
-    ssh_sources,
-)
 
 from clusterctl.plan.cloud import nic_subnetwork
-from clusterctl.plan.models import CloudInstanceGroupPlan, CloudPlan, ManagedLustrePlan, Plan
+from clusterctl.plan.models import CloudPlan
 
 # Cluster Toolkit sets MTU 8244 on the A3 networks (gVNIC jumbo frames); TCPXO needs it.
 GPU_MTU = 8244
 PSA_PREFIX_LENGTH = 20  # private service access range for Managed Lustre
+SSH_PORT = 22
 # Instance metadata every VM gets: OS Login on, project-wide SSH keys refused (module docstring).
 OS_LOGIN_METADATA = {"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"}
 # The guest agent's configuration file and the setting that keeps it off the SSH host keys
 # (GoogleCloudPlatform/guest-agent README, "Configuration": InstanceSetup set_host_keys).
 GUEST_AGENT_CONFIG = "/etc/default/instance_configs.cfg"
 GUEST_AGENT_KEEP_HOST_KEYS = "[InstanceSetup]\nset_host_keys = false\n"
+# What cloud-init writes along with the host key clusterctl pins (cloud_init's host_key_files).
+GUEST_AGENT_FILES = [{"path": GUEST_AGENT_CONFIG, "content": GUEST_AGENT_KEEP_HOST_KEYS, "permissions": "0644"}]
 
 
 def ingress_sources(cloud: CloudPlan, sources: list[str], rule: str) -> list[str]:
@@ -84,19 +76,7 @@ def ingress_sources(cloud: CloudPlan, sources: list[str], rule: str) -> list[str
     """
     if not sources:
         raise ValueError(f"{rule}: an ingress firewall without source ranges would admit 0.0.0.0/0")
-    return ssh_sources(cloud, sources, rule)
-
-
-def node_user_data(*, hostname: str, fqdn: str, user: str, authorized_keys: list[str], host_key: HostKey | None) -> str:
-    """cloud-init user data for a GCP VM: the shared one, plus the guest agent told to keep the host key."""
-    extra = None
-    if host_key is not None:
-        extra = {
-            "write_files": [{"path": GUEST_AGENT_CONFIG, "content": GUEST_AGENT_KEEP_HOST_KEYS, "permissions": "0644"}]
-        }
-    return cloud_init(
-        hostname=hostname, fqdn=fqdn, user=user, authorized_keys=authorized_keys, host_key=host_key, extra=extra
-    )
+    return common.ssh_sources(cloud, sources, rule)
 
 
 def instance_metadata(user_data: str) -> pulumi.Output[dict[str, str]]:
@@ -130,18 +110,96 @@ def compact_policy(name: str, cloud: CloudPlan, opts: pulumi.ResourceOptions) ->
     ).self_link
 
 
-@dataclass
-class GcpNetworkArgs:
-    """Inputs of :class:`GcpNetwork`."""
+def subnetwork(
+    name: str,
+    subnet_name: str,
+    network: pulumi.Input[str],
+    cloud: CloudPlan,
+    cidr: str | None,
+    opts: pulumi.ResourceOptions,
+    google_access: bool | None = None,
+) -> gcp.compute.Subnetwork:
+    """A subnetwork of ``network`` in the plan's region (``google_access``: Google APIs without external addresses)."""
+    return gcp.compute.Subnetwork(
+        name,
+        name=subnet_name,
+        network=network,
+        region=cloud.region,
+        ip_cidr_range=cidr,
+        private_ip_google_access=google_access,
+        opts=opts,
+    )
 
-    cloud: CloudPlan
+
+def ingress_firewall(
+    name: str,
+    firewall_name: str,
+    cloud: CloudPlan,
+    network: pulumi.Input[str],
+    sources: list[str],
+    description: str,
+    opts: pulumi.ResourceOptions,
+    ssh_to: list[str] | None = None,
+) -> gcp.compute.Firewall:
+    """An ingress firewall admitting ``sources``: SSH to the instances tagged ``ssh_to``, else everything to all."""
+    allows = (
+        [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(SSH_PORT)])]
+        if ssh_to
+        else [gcp.compute.FirewallAllowArgs(protocol="all")]
+    )
+    return gcp.compute.Firewall(
+        name,
+        name=firewall_name,
+        network=network,
+        direction="INGRESS",
+        source_ranges=ingress_sources(cloud, sources, firewall_name),
+        target_tags=ssh_to,
+        allows=allows,
+        description=description,
+        opts=opts,
+    )
 
 
-class GcpNetwork(pulumi.ComponentResource):
+def boot_disk(
+    image: str,
+    labels: dict[str, str],
+    size: int | None = None,
+    disk_type: str | None = None,
+    auto_delete: bool | None = None,
+) -> gcp.compute.InstanceBootDiskArgs:
+    """A boot disk made from ``image``, labelled like the instance."""
+    return gcp.compute.InstanceBootDiskArgs(
+        auto_delete=auto_delete,
+        initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+            image=image, size=size, type=disk_type, labels=labels
+        ),
+    )
+
+
+def public_interface(
+    subnet: pulumi.Input[str], nic_type: str | None = None
+) -> gcp.compute.InstanceNetworkInterfaceArgs:
+    """A network interface with an ephemeral external address."""
+    return gcp.compute.InstanceNetworkInterfaceArgs(
+        subnetwork=subnet, nic_type=nic_type, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+    )
+
+
+def public_address(instance: gcp.compute.Instance) -> pulumi.Output[str]:
+    """The external address of an instance's first interface (:func:`public_interface`)."""
+    return instance.network_interfaces.apply(
+        lambda n: (n[0].access_configs or [gcp.compute.outputs.InstanceNetworkInterfaceAccessConfig()])[0].nat_ip or ""
+    )
+
+
+# The inputs every cloud's network component takes.
+GcpNetworkArgs = common.CloudNetworkArgs
+
+
+class GcpNetwork(common.CloudNetwork):
     """Host VPC and subnets, Cloud NAT, GPU VPCs, further host VPCs, the RoCE VPC, firewall rules."""
 
     network_id: pulumi.Output[str]
-    subnet_ids: dict[str, pulumi.Output[str]]
     # Subnetwork name -> id of every subnetwork a NIC after nic0 goes on (CloudNicPlan.subnetwork).
     nic_subnet_ids: dict[str, pulumi.Output[str]]
 
@@ -150,68 +208,65 @@ class GcpNetwork(pulumi.ComponentResource):
         cloud = args.cloud
         child = pulumi.ResourceOptions(parent=self)
         prefix = cloud.cluster
-        self.subnet_ids = {}
         if cloud.existing_network:
             self.network_id = pulumi.Output.from_input(cloud.existing_network)
-            for subnet in cloud.subnets:
-                self.subnet_ids[subnet.purpose] = pulumi.Output.from_input(subnet.existing_id or subnet.name)
+            self.subnet_ids = {s.purpose: pulumi.Output.from_input(s.existing_id or s.name) for s in cloud.subnets}
         else:
-            network = gcp.compute.Network(
-                f"{name}-net",
-                name=f"{prefix}-net",
-                auto_create_subnetworks=False,
-                mtu=cloud.network_mtu or GPU_MTU,
-                opts=child,
-            )
-            self.network_id = network.id
-            for subnet in cloud.subnets:
-                created = gcp.compute.Subnetwork(
-                    f"{name}-{subnet.purpose}",
-                    name=subnet.name,
-                    network=network.id,
-                    region=cloud.region,
-                    ip_cidr_range=subnet.cidr,
-                    private_ip_google_access=True,
-                    opts=child,
-                )
-                self.subnet_ids[subnet.purpose] = created.id
-            router = gcp.compute.Router(
-                f"{name}-router", name=f"{prefix}-router", network=network.id, region=cloud.region, opts=child
-            )
-            gcp.compute.RouterNat(
-                f"{name}-nat",
-                name=f"{prefix}-nat",
-                router=router.name,
-                region=cloud.region,
-                nat_ip_allocate_option="AUTO_ONLY",
-                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
-                opts=child,
-            )
-        gcp.compute.Firewall(
-            f"{name}-internal",
-            name=f"{prefix}-internal",
-            network=self.network_id,
-            direction="INGRESS",
-            source_ranges=ingress_sources(cloud, [cloud.network_cidr], f"{prefix}-internal"),
-            allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-            description="everything inside the cluster network (Slurm, NFS, Lustre, SSH from the bastion)",
-            opts=child,
+            self._host_network(name, cloud, child)
+        inside = "everything inside the cluster network (Slurm, NFS, Lustre, SSH from the bastion)"
+        ingress_firewall(
+            f"{name}-internal", f"{prefix}-internal", cloud, self.network_id, [cloud.network_cidr], inside, child
         )
         if cloud.bastion is not None:
-            gcp.compute.Firewall(
+            ingress_firewall(
                 f"{name}-bastion-ssh",
-                name=f"{prefix}-bastion-ssh",
-                network=self.network_id,
-                direction="INGRESS",
-                source_ranges=ingress_sources(cloud, list(cloud.bastion.allowed_cidrs), f"{prefix}-bastion-ssh"),
-                target_tags=[f"{prefix}-bastion"],
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                description="SSH to the bastion from provider.allowed_ssh_cidrs only",
-                opts=child,
+                f"{prefix}-bastion-ssh",
+                cloud,
+                self.network_id,
+                list(cloud.bastion.allowed_cidrs),
+                "SSH to the bastion from provider.allowed_ssh_cidrs only",
+                child,
+                ssh_to=[f"{prefix}-bastion"],
             )
         self.nic_subnet_ids = {}
-        # One VPC with one subnetwork per GPU NIC (A3 High/Mega) and per further host NIC (A3
-        # Ultra's second gVNIC: the blueprint's net-1 with its internal firewall), open to itself.
+        self._nic_networks(name, cloud, child)
+        self._rdma_network(name, cloud, child)
+        self.register_outputs({"network": self.network_id})
+
+    def _host_network(self, name: str, cloud: CloudPlan, child: pulumi.ResourceOptions) -> None:
+        prefix = cloud.cluster
+        network = gcp.compute.Network(
+            f"{name}-net",
+            name=f"{prefix}-net",
+            auto_create_subnetworks=False,
+            mtu=cloud.network_mtu or GPU_MTU,
+            opts=child,
+        )
+        self.network_id = network.id
+        self.subnet_ids = {
+            s.purpose: subnetwork(
+                f"{name}-{s.purpose}", s.name, network.id, cloud, s.cidr, child, google_access=True
+            ).id
+            for s in cloud.subnets
+        }
+        router = gcp.compute.Router(
+            f"{name}-router", name=f"{prefix}-router", network=network.id, region=cloud.region, opts=child
+        )
+        gcp.compute.RouterNat(
+            f"{name}-nat",
+            name=f"{prefix}-nat",
+            router=router.name,
+            region=cloud.region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            opts=child,
+        )
+
+    def _nic_networks(self, name: str, cloud: CloudPlan, child: pulumi.ResourceOptions) -> None:
+        """One VPC with one subnetwork per GPU NIC (A3 High/Mega) and per further host NIC, open to itself.
+
+        The further host NICs are A3 Ultra's second gVNIC: the blueprint's net-1 with its internal firewall.
+        """
         gpu_why = "GPUDirect traffic between the GPU NICs of this rail"
         host_why = "traffic between the second host NICs of the nodes"
         per_nic = [("gpunet", "gpusub", i, net, gpu_why) for i, net in enumerate(cloud.gpu_networks)]
@@ -224,89 +279,72 @@ class GcpNetwork(pulumi.ComponentResource):
                 mtu=cloud.network_mtu or GPU_MTU,
                 opts=child,
             )
-            nic_subnet = gcp.compute.Subnetwork(
-                f"{name}-{sub_kind}-{i}",
-                name=nic_subnetwork(net),
-                network=nic_net.id,
-                region=cloud.region,
-                ip_cidr_range=net.cidr,
-                opts=child,
+            sub_name = nic_subnetwork(net)
+            nic_subnet = subnetwork(f"{name}-{sub_kind}-{i}", sub_name, nic_net.id, cloud, net.cidr, child)
+            sources = [net.cidr] if net.cidr else []
+            ingress_firewall(
+                f"{name}-{kind}-{i}-internal", f"{net.name}-internal", cloud, nic_net.id, sources, description, child
             )
-            gcp.compute.Firewall(
-                f"{name}-{kind}-{i}-internal",
-                name=f"{net.name}-internal",
-                network=nic_net.id,
-                direction="INGRESS",
-                source_ranges=ingress_sources(cloud, [net.cidr] if net.cidr else [], f"{net.name}-internal"),
-                allows=[gcp.compute.FirewallAllowArgs(protocol="all")],
-                description=description,
-                opts=child,
-            )
-            self.nic_subnet_ids[nic_subnetwork(net)] = nic_subnet.id
+            self.nic_subnet_ids[sub_name] = nic_subnet.id
+
+    def _rdma_network(self, name: str, cloud: CloudPlan, child: pulumi.ResourceOptions) -> None:
         rdma = cloud.rdma_network
-        if rdma is not None:
-            if rdma.network_profile is None:
-                raise ValueError(
-                    f"{rdma.name}: the RoCE network profile is named by project; the plan has no project "
-                    "(set provider.project, rule CLD017)"
-                )
-            # gpu-rdma-vpc (cluster-toolkit@1047080 modules/network/gpu-rdma-vpc/main.tf): the
-            # network profile, REGIONAL routing, one subnetwork per RDMA NIC, and no firewall
-            # rules (its variables.tf refuses firewall_rules on the RoCE network).
-            roce = gcp.compute.Network(
-                f"{name}-rdma",
-                name=rdma.name,
-                auto_create_subnetworks=False,
-                mtu=rdma.mtu,
-                routing_mode="REGIONAL",
-                network_profile=rdma.network_profile,
-                opts=child,
+        if rdma is None:
+            return
+        if rdma.network_profile is None:
+            raise ValueError(
+                f"{rdma.name}: the RoCE network profile is named by project; the plan has no project "
+                "(set provider.project, rule CLD017)"
             )
-            for i, sub in enumerate(rdma.subnets):
-                self.nic_subnet_ids[sub.name] = gcp.compute.Subnetwork(
-                    f"{name}-rdmasub-{i}",
-                    name=sub.name,
-                    network=roce.id,
-                    region=cloud.region,
-                    ip_cidr_range=sub.cidr,
-                    opts=child,
-                ).id
-        self.register_outputs({"network": self.network_id})
+        # gpu-rdma-vpc (cluster-toolkit@1047080 modules/network/gpu-rdma-vpc/main.tf): the
+        # network profile, REGIONAL routing, one subnetwork per RDMA NIC, and no firewall
+        # rules (its variables.tf refuses firewall_rules on the RoCE network).
+        roce = gcp.compute.Network(
+            f"{name}-rdma",
+            name=rdma.name,
+            auto_create_subnetworks=False,
+            mtu=rdma.mtu,
+            routing_mode="REGIONAL",
+            network_profile=rdma.network_profile,
+            opts=child,
+        )
+        for i, sub in enumerate(rdma.subnets):
+            made = subnetwork(f"{name}-rdmasub-{i}", sub.name, roce.id, cloud, sub.cidr, child)
+            self.nic_subnet_ids[sub.name] = made.id
 
 
 @dataclass
 class GcpNodeGroupArgs:
     """Inputs of :class:`GcpNodeGroup`."""
 
-    cloud: CloudPlan
-    plan: Plan
-    group: CloudInstanceGroupPlan
+    nodes: common.NodeGroupInputs
     subnet_id: pulumi.Input[str]
     # Subnetwork name -> id (or name) for every CloudNicPlan.subnetwork of the group.
     nic_subnet_ids: Mapping[str, pulumi.Input[str]]
     placement_policy: pulumi.Input[str] | None
-    ssh_public_key: str
-    host_keys: dict[str, HostKey] = field(default_factory=dict)
 
 
-class GcpNodeGroup(pulumi.ComponentResource):
+class GcpNodeGroup(common.CloudNodeGroup):
     """The instances of one node group, each with the NICs the plan lists after nic0 (GPU, host, RDMA)."""
 
-    private_ips: dict[str, pulumi.Output[str]]
-    images: dict[str, pulumi.Output[str]]
-
     def __init__(self, name: str, args: GcpNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:gcp:NodeGroup", name, None, opts)
-        cloud, group = args.cloud, args.group
+        super().__init__("clusterctl:gcp:NodeGroup", name, opts)
+        cloud, group = args.nodes.cloud, args.nodes.group
         child = pulumi.ResourceOptions(parent=self)
         labels = dict(cloud.labels)
-        self.private_ips = {}
-        self.images = {}
         missing = sorted({nic.subnetwork for nic in group.nics} - set(args.nic_subnet_ids))
         if missing:
             raise ValueError(f"group {group.group}: its NICs' subnetworks are not made: {', '.join(missing)}")
-        for host, address in zip(group.hosts, group.addresses, strict=True):
-            node = args.plan.node(host)
+        reservation = None
+        if group.capacity_reservation and cloud.reservation:
+            reservation = gcp.compute.InstanceReservationAffinityArgs(
+                type="SPECIFIC_RESERVATION",
+                specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+                    key="compute.googleapis.com/reservation-name", values=[cloud.reservation]
+                ),
+            )
+        for host, address in args.nodes.hosts():
+            fqdn = args.nodes.plan.node(host).fqdn
             nics = [
                 gcp.compute.InstanceNetworkInterfaceArgs(
                     subnetwork=args.subnet_id, network_ip=address, nic_type="GVNIC"
@@ -320,34 +358,14 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 )
                 for nic in group.nics
             ]
-            reservation = None
-            if group.capacity_reservation and cloud.reservation:
-                reservation = gcp.compute.InstanceReservationAffinityArgs(
-                    type="SPECIFIC_RESERVATION",
-                    specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
-                        key="compute.googleapis.com/reservation-name", values=[cloud.reservation]
-                    ),
-                )
-            user_data = node_user_data(
-                hostname=host,
-                fqdn=node.fqdn,
-                user=cloud.ssh_user,
-                authorized_keys=[args.ssh_public_key],
-                host_key=args.host_keys.get(host),
-            )
             instance = gcp.compute.Instance(
                 f"{name}-{host}",
                 name=f"{cloud.cluster}-{host}",
-                hostname=node.fqdn,
+                hostname=fqdn,
                 machine_type=group.instance_type,
                 zone=cloud.zone,
-                boot_disk=gcp.compute.InstanceBootDiskArgs(
-                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=group_image(cloud, group),
-                        size=cloud.root_volume_gib,
-                        type=group.boot_disk_type or "pd-ssd",
-                        labels=labels,
-                    )
+                boot_disk=boot_disk(
+                    common.group_image(cloud, group), labels, cloud.root_volume_gib, group.boot_disk_type or "pd-ssd"
                 ),
                 network_interfaces=nics,
                 # GPU VMs cannot live-migrate: they stop for host maintenance and restart.
@@ -357,159 +375,115 @@ class GcpNodeGroup(pulumi.ComponentResource):
                 # pulumi-gcp 10 takes the one resource policy as a string.
                 resource_policies=args.placement_policy if group.placement else None,
                 reservation_affinity=reservation,
-                metadata=instance_metadata(user_data),
+                metadata=instance_metadata(args.nodes.user_data(host, host_key_files=GUEST_AGENT_FILES)),
                 labels=labels,
                 tags=[f"{cloud.cluster}-node"],
                 opts=child,
             )
-            self.private_ips[host] = instance.network_interfaces.apply(lambda n: n[0].network_ip or "")
-            # The image the boot disk was made from (a family resolved to its image by then).
-            self.images[host] = instance.boot_disk.apply(
-                lambda d: (d.initialize_params.image or "") if d and d.initialize_params else ""
+            self._add_node(
+                host,
+                instance.network_interfaces.apply(lambda n: n[0].network_ip or ""),
+                # The image the boot disk was made from (a family resolved to its image by then).
+                instance.boot_disk.apply(
+                    lambda d: (d.initialize_params.image or "") if d and d.initialize_params else ""
+                ),
             )
-        self.register_outputs({"privateIps": self.private_ips})
+        self._finish()
 
 
-@dataclass
-class GcpManagedLustreArgs:
-    """Inputs of :class:`GcpManagedLustre`."""
-
-    cloud: CloudPlan
-    fs: ManagedLustrePlan
-    network_id: pulumi.Input[str]
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
-
-
-class GcpManagedLustre(pulumi.ComponentResource):
+class GcpManagedLustre(common.ManagedLustre):
     """A Google Cloud Managed Lustre instance (throughput = tier x capacity)."""
 
-    source: pulumi.Output[str]
+    TYPE = "clusterctl:gcp:ManagedLustre"
 
-    def __init__(self, name: str, args: GcpManagedLustreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:gcp:ManagedLustre", name, None, opts)
-        fs, cloud = args.fs, args.cloud
-        instance = gcp.lustre.Instance(
+    def _file_system(self, name: str, args: common.ManagedLustreArgs) -> pulumi.Output[str]:
+        return gcp.lustre.Instance(
             f"{name}-lustre",
-            instance_id=f"{cloud.cluster}-{fs.name}",
-            location=cloud.zone,
-            capacity_gib=str(fs.capacity_gib),
-            filesystem=fs.fsname,
-            network=args.network_id,
-            per_unit_storage_throughput=str(fs.per_unit_mbps_per_tib),
-            labels=dict(cloud.labels),
+            instance_id=f"{args.cloud.cluster}-{args.fs.name}",
+            location=args.cloud.zone,
+            capacity_gib=str(args.fs.capacity_gib),
+            filesystem=args.fs.fsname,
+            network=args.network,
+            per_unit_storage_throughput=str(args.fs.per_unit_mbps_per_tib),
+            labels=dict(args.cloud.labels),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+        ).mount_point
+
+
+class GcpCluster(common.CloudCluster):
+    """Everything of one clusterctl cluster on Google Cloud."""
+
+    PROVIDER = "gcp"
+    network: GcpNetwork
+    policy: pulumi.Output[str] | None
+
+    def _site(self, name: str) -> pulumi.ResourceOptions:
+        child = provider_options(name, self.cloud, self)
+        self.network = GcpNetwork(f"{name}-net", GcpNetworkArgs(cloud=self.cloud), opts=child)
+        self.policy = compact_policy(name, self.cloud, child)
+        return child
+
+    def _node_group(self, name: str, nodes: common.NodeGroupInputs) -> common.CloudNodeGroup:
+        network = self.network
+        group_args = GcpNodeGroupArgs(nodes, network.subnet_ids["nodes"], network.nic_subnet_ids, self.policy)
+        return GcpNodeGroup(name, group_args, opts=self._child)
+
+    def _lustre(self, name: str) -> dict[str, pulumi.Output[str]]:
+        cloud, network_id = self.cloud, self.network.network_id
+        psa: list[pulumi.Resource] = []
+        if not cloud.existing_network:
+            # Managed Lustre is reached through private service access on the host VPC.
+            peering = gcp.compute.GlobalAddress(
+                f"{name}-psa",
+                name=f"{cloud.cluster}-psa",
+                purpose="VPC_PEERING",
+                address_type="INTERNAL",
+                prefix_length=PSA_PREFIX_LENGTH,
+                network=network_id,
+                labels=dict(cloud.labels),
+                opts=self._child,
+            )
+            psa.append(
+                gcp.servicenetworking.Connection(
+                    f"{name}-psa-connection",
+                    network=network_id,
+                    service="servicenetworking.googleapis.com",
+                    reserved_peering_ranges=[peering.name],
+                    opts=self._child,
+                )
+            )
+        return {
+            fs.name: GcpManagedLustre(
+                f"{name}-{fs.name}", common.ManagedLustreArgs(cloud, fs, network_id, depends_on=psa), opts=self._child
+            ).source
+            for fs in cloud.managed_lustre
+        }
+
+    def _bastion(self, name: str, args: common.CloudClusterArgs) -> pulumi.Output[str]:
+        cloud = self.cloud
+        assert cloud.bastion is not None
+        labels = dict(cloud.labels)
+        subnet = self.network.subnet_ids.get("public", self.network.subnet_ids["nodes"])
+        fqdn = f"{cloud.bastion.name}.internal"
+        bastion = gcp.compute.Instance(
+            f"{name}-bastion",
+            name=cloud.bastion.name,
+            machine_type=cloud.bastion.instance_type,
+            zone=cloud.zone,
+            boot_disk=boot_disk(cloud.image, labels),
+            network_interfaces=[public_interface(subnet)],
+            metadata=instance_metadata(args.bastion_user_data(cloud, fqdn=fqdn, host_key_files=GUEST_AGENT_FILES)),
+            labels=labels,
+            tags=[f"{cloud.cluster}-bastion"],
+            opts=self._child,
         )
-        self.source = instance.mount_point
-        self.register_outputs({"source": self.source})
+        return public_address(bastion)
 
 
 # The inputs every cloud's cluster component takes.
-GcpClusterArgs = CloudClusterArgs
+GcpClusterArgs = common.CloudClusterArgs
 
 
-class GcpCluster(CloudCluster):
-    """Everything of one clusterctl cluster on Google Cloud."""
-
-    def __init__(self, name: str, args: GcpClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:gcp:Cluster", name, None, opts)
-        cloud = args.plan.cloud
-        if cloud is None or cloud.provider != "gcp":
-            raise ValueError("the plan is not a GCP plan (plan.cloud.provider != gcp)")
-        child = provider_options(name, cloud, self)
-        network = GcpNetwork(f"{name}-net", GcpNetworkArgs(cloud=cloud), opts=child)
-        policy = compact_policy(name, cloud, child)
-        ips: dict[str, pulumi.Output[str]] = {}
-        images: dict[str, pulumi.Output[str]] = {}
-        for group_plan in cloud.groups:
-            nodes = GcpNodeGroup(
-                f"{name}-{group_plan.group}",
-                GcpNodeGroupArgs(
-                    cloud=cloud,
-                    plan=args.plan,
-                    group=group_plan,
-                    subnet_id=network.subnet_ids["nodes"],
-                    nic_subnet_ids=network.nic_subnet_ids,
-                    placement_policy=policy,
-                    ssh_public_key=args.ssh_public_key,
-                    host_keys=args.host_keys,
-                ),
-                opts=child,
-            )
-            ips.update(nodes.private_ips)
-            images.update(nodes.images)
-        self.nodes = pulumi.Output.all(**ips)
-        self.node_images = pulumi.Output.all(**images)
-        self.lustre = {}
-        if cloud.managed_lustre:
-            psa: list[pulumi.Resource] = []
-            if not cloud.existing_network:
-                # Managed Lustre is reached through private service access on the host VPC.
-                peering = gcp.compute.GlobalAddress(
-                    f"{name}-psa",
-                    name=f"{cloud.cluster}-psa",
-                    purpose="VPC_PEERING",
-                    address_type="INTERNAL",
-                    prefix_length=PSA_PREFIX_LENGTH,
-                    network=network.network_id,
-                    labels=dict(cloud.labels),
-                    opts=child,
-                )
-                psa.append(
-                    gcp.servicenetworking.Connection(
-                        f"{name}-psa-connection",
-                        network=network.network_id,
-                        service="servicenetworking.googleapis.com",
-                        reserved_peering_ranges=[peering.name],
-                        opts=child,
-                    )
-                )
-            for fs in cloud.managed_lustre:
-                lustre = GcpManagedLustre(
-                    f"{name}-{fs.name}",
-                    GcpManagedLustreArgs(cloud=cloud, fs=fs, network_id=network.network_id, depends_on=psa),
-                    opts=child,
-                )
-                self.lustre[fs.name] = lustre.source
-        self.bastion_address = None
-        if cloud.bastion is not None:
-            bastion = gcp.compute.Instance(
-                f"{name}-bastion",
-                name=cloud.bastion.name,
-                machine_type=cloud.bastion.instance_type,
-                zone=cloud.zone,
-                boot_disk=gcp.compute.InstanceBootDiskArgs(
-                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=cloud.image, labels=dict(cloud.labels)
-                    )
-                ),
-                network_interfaces=[
-                    gcp.compute.InstanceNetworkInterfaceArgs(
-                        subnetwork=network.subnet_ids.get("public", network.subnet_ids["nodes"]),
-                        access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
-                    )
-                ],
-                metadata=instance_metadata(
-                    node_user_data(
-                        hostname=cloud.bastion.name,
-                        fqdn=f"{cloud.bastion.name}.internal",
-                        user=cloud.ssh_user,
-                        authorized_keys=[args.ssh_public_key],
-                        host_key=args.host_keys.get(BASTION_KEY),
-                    )
-                ),
-                labels=dict(cloud.labels),
-                tags=[f"{cloud.cluster}-bastion"],
-                opts=child,
-            )
-            self.bastion_address = bastion.network_interfaces.apply(
-                lambda n: (
-                    (n[0].access_configs or [gcp.compute.outputs.InstanceNetworkInterfaceAccessConfig()])[0].nat_ip
-                    or ""
-                )
-            )
-        self.register_outputs({OUT_NODES: self.nodes})
-
-
-def deploy(inputs: StackInputs) -> GcpCluster:
+def deploy(inputs: common.StackInputs) -> GcpCluster:
     """The program: one GcpCluster from the plan, and the stack outputs clusterctl reads."""
-    return deploy_cloud(GcpCluster, inputs)
+    return common.deploy_cloud(GcpCluster, inputs)

@@ -47,13 +47,9 @@ off the pinned host key, password logins off, SSH only from the allowed networks
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 from clusterctl_stack import (
@@ -63,7 +59,8 @@ from clusterctl_stack import (
     OUT_SSH_USER,
     HostKey,
     StackInputs,
-    cloud_init,
+    cloud_module,
+    machine_user_data,
     ssh_sources,
 )
 
@@ -90,7 +87,6 @@ BUILDER = "builder"  # the builder's name in nodes/hostKeys (and its host key in
 BUILDER_TYPES = {"aws": "m7i.2xlarge", "gcp": "n2-standard-8", "azure": "Standard_D8s_v5"}
 # The builder's own network, deleted with it (it never meets the cluster's).
 BUILDER_CIDR = "10.254.0.0/24"
-SSH_PORT = 22
 HASH_RE = re.compile(r"\A(?:sha256:)?(?P<hex>[0-9a-f]{12,64})\Z")
 SHORT_HASH = 12
 # GCP label values are at most 63 characters: a sha256 is 64 (the description has all of it).
@@ -106,17 +102,6 @@ AZURE_VERSION = "1.0.0"
 # GCP: what the image tells the instances booted from it (the A3 nodes need gVNIC; Ubuntu's
 # own images declare the same features).
 GCP_GUEST_OS_FEATURES = ("GVNIC", "UEFI_COMPATIBLE", "VIRTIO_SCSI_MULTIQUEUE")
-
-STACKS = Path(__file__).resolve().parent.parent
-
-
-def cloud_module(kind: str) -> ModuleType:
-    """The cluster program's components for ``kind`` (``stacks/<kind>/clusterctl_<kind>.py``), imported on demand."""
-    folder = STACKS / kind
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return importlib.import_module(f"clusterctl_{kind}")
-
 
 # --- what to build --------------------------------------------------------------------------
 
@@ -223,15 +208,9 @@ def builder_sources(cloud: CloudPlan) -> list[str]:
     return ssh_sources(cloud, cloud.bastion.allowed_cidrs, f"{cloud.cluster}-image-builder-ssh")
 
 
-def builder_user_data(cloud: CloudPlan, name: str, ssh_public_key: str, host_key: HostKey | None) -> str:
-    """cloud-init of the builder: clusterctl's user and key, and the host key clusterctl pinned."""
-    return cloud_init(
-        hostname=name, fqdn=name, user=cloud.ssh_user, authorized_keys=[ssh_public_key], host_key=host_key
-    )
-
-
-def _tags(cloud: CloudPlan, name: str | None = None) -> dict[str, str]:
-    return {**cloud.labels, **({"Name": name} if name else {})}
+def image_description(name: str, selection: ImageSelection) -> str:
+    """What the AMI or GCP image says it is."""
+    return f"clusterctl node image {name} (profile {selection.profile}, sha256 {selection.digest})"
 
 
 @dataclass
@@ -243,14 +222,76 @@ class ImageArgs:
     ssh_public_key: str = ""
     host_key: HostKey | None = None
 
+    def user_data(
+        self, cloud: CloudPlan, name: str, fqdn: str | None = None, host_key_files: list[dict[str, str]] | None = None
+    ) -> str:
+        """cloud-init of the builder: clusterctl's user and key, and the host key clusterctl pinned."""
+        return machine_user_data(
+            cloud,
+            name,
+            fqdn=fqdn or name,
+            ssh_public_key=self.ssh_public_key,
+            host_key=self.host_key,
+            host_key_files=host_key_files,
+        )
+
+
+@dataclass
+class Builder:
+    """The builder instance, as the phases after ``build`` see it."""
+
+    instance: pulumi.Resource
+    address: pulumi.Output[str]
+    # What the image is made from while the builder lives (instance, boot disk, OS disk snapshot).
+    source: pulumi.Input[str]
+
 
 class _Image(pulumi.ComponentResource):
-    """What the three cloud components have in common: their outputs."""
+    """The three phases every cloud's image component goes through; each cloud makes its builder and image."""
+
+    TYPE: ClassVar[str]  # the component's type token
 
     address: pulumi.Output[str] | None = None
     source: pulumi.Output[str] | None = None
     ref: pulumi.Output[str] | None = None
     name: str = ""
+    builder: pulumi.Resource | None = None  # the builder instance, while it lives
+
+    def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        sel = args.selection
+        self.cloud = profile_cloud(args.plan, sel.profile)
+        self.mod = cloud_module(self.cloud.provider)
+        self._child = self._children(name, args)
+        self.name = image_name(args.plan, sel)
+        self.bname = builder_name(self.cloud, sel)
+        builder = self._builder(name, args) if sel.phase != PHASE_DONE else None
+        if builder is not None:
+            self.builder, self.address = builder.instance, builder.address
+        source = self._source(builder.source if builder else None, sel)
+        self.source = pulumi.Output.from_input(source)
+        if sel.phase != PHASE_BUILD:
+            self.ref = self._capture(name, args, source)
+        self._finish()
+
+    def _children(self, name: str, args: ImageArgs) -> pulumi.ResourceOptions:
+        """Options for the component's children, once what every phase shares is made (here: the provider)."""
+        return self.mod.provider_options(name, self.cloud, self)
+
+    def _builder(self, name: str, args: ImageArgs) -> Builder:
+        """The builder instance ``self.bname`` and what it needs (network, SSH from the allowed networks)."""
+        raise NotImplementedError
+
+    def _capture(self, name: str, args: ImageArgs, source: pulumi.Input[str]) -> pulumi.Output[str]:
+        """The image made from ``source``; its reference."""
+        raise NotImplementedError
+
+    def _kept(self, *depends_on: pulumi.Resource | None) -> pulumi.ResourceOptions:
+        """Options for what outlives the builder: never deleted by Pulumi, made after ``depends_on``."""
+        after = [resource for resource in depends_on if resource is not None]
+        return pulumi.ResourceOptions.merge(
+            self._child, pulumi.ResourceOptions(retain_on_delete=True, depends_on=after)
+        )
 
     def _source(self, wired: pulumi.Input[str] | None, selection: ImageSelection) -> pulumi.Input[str]:
         """The capture's source: wired to the builder (capture), or the id the capture recorded (done)."""
@@ -278,117 +319,56 @@ class _Image(pulumi.ComponentResource):
 class AwsImage(_Image):
     """AWS: a VPC with one public subnet, the builder (encrypted gp3 root, IMDSv2), an AMI from it."""
 
-    def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:image:AwsImage", name, None, opts)
+    TYPE = "clusterctl:image:AwsImage"
+
+    def _builder(self, name: str, args: ImageArgs) -> Builder:
         import pulumi_aws as aws
 
-        mod = cloud_module("aws")
-        plan, sel = args.plan, args.selection
-        cloud = profile_cloud(plan, sel.profile)
-        child = mod.provider_options(name, cloud, self)
-        self.name = image_name(plan, sel)
-        wired: pulumi.Input[str] | None = None
-        builder = None
-        if sel.phase != PHASE_DONE:
-            builder = self._builder(name, args, cloud, child, aws, mod)
-            self.address = builder.public_ip
-            wired = builder.id
-        source = self._source(wired, sel)
-        self.source = pulumi.Output.from_input(source)
-        if sel.phase != PHASE_BUILD:
-            # CreateImage without NoReboot: EC2 stops the instance, snapshots its (encrypted)
-            # root volume -- the AMI's snapshot is encrypted with the same key -- and the AMI
-            # keeps the builder's ENA support and volume size (the plan's root_volume_gib).
-            ami = aws.ec2.AmiFromInstance(
-                f"{name}-ami",
-                name=self.name,
-                description=f"clusterctl node image {self.name} (profile {sel.profile}, sha256 {sel.digest})",
-                source_instance_id=source,
-                snapshot_without_reboot=False,
-                tags={**cloud.labels, **image_tags(plan, sel), "Name": self.name},
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(retain_on_delete=True, depends_on=[builder] if builder else [])
-                ),
-            )
-            self.ref = ami.id
-        self._finish()
-
-    def _builder(
-        self, name: str, args: ImageArgs, cloud: CloudPlan, child: pulumi.ResourceOptions, aws: Any, mod: ModuleType
-    ) -> Any:
-        bname = builder_name(cloud, args.selection)
-        vpc = aws.ec2.Vpc(
-            f"{name}-vpc",
-            cidr_block=BUILDER_CIDR,
-            enable_dns_support=True,
-            enable_dns_hostnames=True,
-            tags=_tags(cloud, bname),
-            opts=child,
-        )
-        subnet = aws.ec2.Subnet(
-            f"{name}-subnet",
-            vpc_id=vpc.id,
-            cidr_block=BUILDER_CIDR,
-            availability_zone=cloud.zone,
-            map_public_ip_on_launch=False,
-            tags=_tags(cloud, bname),
-            opts=child,
-        )
-        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=_tags(cloud, bname), opts=child)
-        table = aws.ec2.RouteTable(
-            f"{name}-rt",
-            vpc_id=vpc.id,
-            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-            tags=_tags(cloud, bname),
-            opts=child,
-        )
-        aws.ec2.RouteTableAssociation(f"{name}-rta", subnet_id=subnet.id, route_table_id=table.id, opts=child)
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-sg",
-            vpc_id=vpc.id,
-            description=f"clusterctl image builder of {cloud.cluster}: SSH from allowed_ssh_cidrs only",
-            tags=_tags(cloud, bname),
-            opts=child,
-        )
-        for i, cidr in enumerate(builder_sources(cloud)):
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-ssh-{i}",
-                security_group_id=sg.id,
-                ip_protocol="tcp",
-                from_port=SSH_PORT,
-                to_port=SSH_PORT,
-                cidr_ipv4=cidr,
-                description="SSH from a network listed in provider.allowed_ssh_cidrs (clusterctl)",
-                tags=_tags(cloud),
-                opts=child,
-            )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-out",
-            security_group_id=sg.id,
-            ip_protocol="-1",
-            cidr_ipv4="0.0.0.0/0",
-            description="packages and installers the install stage downloads",
-            tags=_tags(cloud),
-            opts=child,
-        )
-        return aws.ec2.Instance(
+        mod, cloud, bname, child = self.mod, self.cloud, self.bname, self._child
+        vpc = mod.vpc(f"{name}-vpc", cloud, BUILDER_CIDR, bname, child)
+        subnet = mod.subnet(f"{name}-subnet", cloud, vpc.id, BUILDER_CIDR, bname, child)
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=mod.tags(cloud, bname), opts=child)
+        internet = aws.ec2.RouteTableRouteArgs(cidr_block=mod.WORLD, gateway_id=igw.id)
+        mod.default_route(f"{name}-rt", cloud, vpc.id, internet, bname, {f"{name}-rta": subnet.id}, child)
+        why = f"clusterctl image builder of {cloud.cluster}: SSH from allowed_ssh_cidrs only"
+        sg = mod.security_group(f"{name}-sg", cloud, vpc.id, why, bname, child)
+        ssh_why = "SSH from a network listed in provider.allowed_ssh_cidrs (clusterctl)"
+        mod.ssh_ingress(f"{name}-ssh", cloud, sg.id, builder_sources(cloud), ssh_why, child)
+        out_why = "packages and installers the install stage downloads"
+        mod.rule("out", f"{name}-out", cloud, sg.id, out_why, {"ip_protocol": "-1", "cidr_ipv4": mod.WORLD}, child)
+        instance = mod.instance(
             f"{name}-builder",
+            cloud,
             ami=cloud.image,
             instance_type=BUILDER_TYPES["aws"],
-            availability_zone=cloud.zone,
             subnet_id=subnet.id,
-            associate_public_ip_address=True,
-            vpc_security_group_ids=[sg.id],
-            # The builder powers itself off when sealed; it must stay, stopped, for CreateImage.
-            instance_initiated_shutdown_behavior="stop",
-            user_data=pulumi.Output.secret(builder_user_data(cloud, bname, args.ssh_public_key, args.host_key)),
-            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                volume_size=cloud.root_volume_gib, volume_type="gp3", encrypted=True, tags=_tags(cloud, bname)
-            ),
-            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(http_tokens="required"),
-            tags=_tags(cloud, bname),
+            security_group_id=sg.id,
+            user_data=args.user_data(cloud, bname),
+            tag_name=bname,
             opts=child,
+            volume_gib=cloud.root_volume_gib,
+            public=True,
+            # The builder powers itself off when sealed; it must stay, stopped, for CreateImage.
+            shutdown="stop",
         )
+        return Builder(instance, instance.public_ip, instance.id)
+
+    def _capture(self, name: str, args: ImageArgs, source: pulumi.Input[str]) -> pulumi.Output[str]:
+        import pulumi_aws as aws
+
+        # CreateImage without NoReboot: EC2 stops the instance, snapshots its (encrypted)
+        # root volume -- the AMI's snapshot is encrypted with the same key -- and the AMI
+        # keeps the builder's ENA support and volume size (the plan's root_volume_gib).
+        ami = aws.ec2.AmiFromInstance(
+            f"{name}-ami",
+            name=self.name,
+            description=image_description(self.name, args.selection),
+            source_instance_id=source,
+            snapshot_without_reboot=False,
+            tags={**self.cloud.labels, **image_tags(args.plan, args.selection), "Name": self.name},
+            opts=self._kept(self.builder),
+        )
+        return ami.id
 
 
 # --- GCP ------------------------------------------------------------------------------------
@@ -397,108 +377,55 @@ class AwsImage(_Image):
 class GcpImage(_Image):
     """Google Cloud: a network and subnetwork, SSH firewall, the builder, an image from its stopped boot disk."""
 
-    def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:image:GcpImage", name, None, opts)
+    TYPE = "clusterctl:image:GcpImage"
+
+    def _builder(self, name: str, args: ImageArgs) -> Builder:
         import pulumi_gcp as gcp
 
-        mod = cloud_module("gcp")
-        plan, sel = args.plan, args.selection
-        cloud = profile_cloud(plan, sel.profile)
-        child = mod.provider_options(name, cloud, self)
-        self.name = image_name(plan, sel)
-        wired: pulumi.Input[str] | None = None
-        builder = None
-        if sel.phase != PHASE_DONE:
-            builder = self._builder(name, args, cloud, child, gcp, mod)
-            self.address = builder.network_interfaces.apply(
-                lambda n: (
-                    (n[0].access_configs or [gcp.compute.outputs.InstanceNetworkInterfaceAccessConfig()])[0].nat_ip
-                    or ""
-                )
-            )
-            wired = builder.boot_disk.apply(lambda d: d.source or "")
-        source = self._source(wired, sel)
-        self.source = pulumi.Output.from_input(source)
-        if sel.phase != PHASE_BUILD:
-            # From the boot disk of the builder, stopped by then (desired_status TERMINATED
-            # below): GCP refuses an image of a disk in use by a running VM without --force.
-            image = gcp.compute.Image(
-                f"{name}-image",
-                name=self.name,
-                family=f"clusterctl-{os_slug(plan.cluster.os)}-{sel.profile}"[:63],
-                description=f"clusterctl node image {self.name} (profile {sel.profile}, sha256 {sel.digest})",
-                source_disk=source,
-                guest_os_features=[gcp.compute.ImageGuestOsFeatureArgs(type=f) for f in GCP_GUEST_OS_FEATURES],
-                labels={**cloud.labels, **image_tags(plan, sel, label_max=GCP_LABEL_MAX)},
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(retain_on_delete=True, depends_on=[builder] if builder else [])
-                ),
-            )
-            self.ref = image.self_link
-        self._finish()
-
-    def _builder(
-        self, name: str, args: ImageArgs, cloud: CloudPlan, child: pulumi.ResourceOptions, gcp: Any, mod: ModuleType
-    ) -> Any:
-        sel = args.selection
-        bname = builder_name(cloud, sel)
+        mod, cloud, bname, child = self.mod, self.cloud, self.bname, self._child
         network = gcp.compute.Network(f"{name}-net", name=bname, auto_create_subnetworks=False, opts=child)
-        subnet = gcp.compute.Subnetwork(
-            f"{name}-subnet",
-            name=bname,
-            network=network.id,
-            region=cloud.region,
-            ip_cidr_range=BUILDER_CIDR,
-            private_ip_google_access=True,
-            opts=child,
-        )
-        gcp.compute.Firewall(
-            f"{name}-ssh",
-            name=f"{bname}-ssh",
-            network=network.id,
-            direction="INGRESS",
-            source_ranges=mod.ingress_sources(cloud, builder_sources(cloud), f"{bname}-ssh"),
-            target_tags=[bname],
-            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(SSH_PORT)])],
-            description="SSH to the image builder from provider.allowed_ssh_cidrs only (clusterctl)",
-            opts=child,
+        subnet = mod.subnetwork(f"{name}-subnet", bname, network.id, cloud, BUILDER_CIDR, child, google_access=True)
+        why = "SSH to the image builder from provider.allowed_ssh_cidrs only (clusterctl)"
+        mod.ingress_firewall(
+            f"{name}-ssh", f"{bname}-ssh", cloud, network.id, builder_sources(cloud), why, child, ssh_to=[bname]
         )
         labels = dict(cloud.labels)
-        return gcp.compute.Instance(
+        fqdn = f"{bname}.internal"
+        instance = gcp.compute.Instance(
             f"{name}-builder",
             name=bname,
-            hostname=f"{bname}.internal",
+            hostname=fqdn,
             machine_type=BUILDER_TYPES["gcp"],
             zone=cloud.zone,
-            boot_disk=gcp.compute.InstanceBootDiskArgs(
-                auto_delete=True,
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=cloud.image, size=cloud.root_volume_gib, type="pd-ssd", labels=labels
-                ),
-            ),
-            network_interfaces=[
-                gcp.compute.InstanceNetworkInterfaceArgs(
-                    subnetwork=subnet.id,
-                    nic_type="GVNIC",
-                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
-                )
-            ],
+            boot_disk=mod.boot_disk(cloud.image, labels, cloud.root_volume_gib, "pd-ssd", auto_delete=True),
+            network_interfaces=[mod.public_interface(subnet.id, "GVNIC")],
             # Stopped for the capture: the provider stops the VM before the image reads its disk.
-            desired_status="TERMINATED" if sel.phase == PHASE_CAPTURE else "RUNNING",
+            desired_status="TERMINATED" if args.selection.phase == PHASE_CAPTURE else "RUNNING",
             scheduling=gcp.compute.InstanceSchedulingArgs(on_host_maintenance="MIGRATE", automatic_restart=True),
-            metadata=mod.instance_metadata(
-                mod.node_user_data(
-                    hostname=bname,
-                    fqdn=f"{bname}.internal",
-                    user=cloud.ssh_user,
-                    authorized_keys=[args.ssh_public_key],
-                    host_key=args.host_key,
-                )
-            ),
+            metadata=mod.instance_metadata(args.user_data(cloud, bname, fqdn, mod.GUEST_AGENT_FILES)),
             labels=labels,
             tags=[bname],
             opts=child,
         )
+        return Builder(instance, mod.public_address(instance), instance.boot_disk.apply(lambda d: d.source or ""))
+
+    def _capture(self, name: str, args: ImageArgs, source: pulumi.Input[str]) -> pulumi.Output[str]:
+        import pulumi_gcp as gcp
+
+        plan, sel = args.plan, args.selection
+        # From the boot disk of the builder, stopped by then (desired_status TERMINATED in
+        # _builder): GCP refuses an image of a disk in use by a running VM without --force.
+        image = gcp.compute.Image(
+            f"{name}-image",
+            name=self.name,
+            family=f"clusterctl-{os_slug(plan.cluster.os)}-{sel.profile}"[:63],
+            description=image_description(self.name, sel),
+            source_disk=source,
+            guest_os_features=[gcp.compute.ImageGuestOsFeatureArgs(type=f) for f in GCP_GUEST_OS_FEATURES],
+            labels={**self.cloud.labels, **image_tags(plan, sel, label_max=GCP_LABEL_MAX)},
+            opts=self._kept(self.builder),
+        )
+        return image.self_link
 
 
 # --- Azure ----------------------------------------------------------------------------------
@@ -512,143 +439,36 @@ def azure_resource_group(plan: Plan, selection: ImageSelection) -> str:
 class AzureImage(_Image):
     """Azure: the builder VM (encryption at host), a snapshot of its OS disk, a gallery image version."""
 
-    def __init__(self, name: str, args: ImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("clusterctl:image:AzureImage", name, None, opts)
+    TYPE = "clusterctl:image:AzureImage"
+    _rg: Any  # the image's resource group (azure.resources.ResourceGroup)
+
+    def _tags(self, args: ImageArgs) -> dict[str, str]:
+        return {**self.cloud.labels, **image_tags(args.plan, args.selection)}
+
+    def _children(self, name: str, args: ImageArgs) -> pulumi.ResourceOptions:
+        """Options for the children, once the image's resource group is made."""
         import pulumi_azure_native as azure
 
-        mod = cloud_module("azure")
-        plan, sel = args.plan, args.selection
-        cloud = profile_cloud(plan, sel.profile)
-        self.name = image_name(plan, sel)
         child = pulumi.ResourceOptions(parent=self)
-        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        tags = {**cloud.labels, **image_tags(plan, sel)}
         # The resource group holds the gallery, so it outlives the builder and is never deleted.
-        rg = azure.resources.ResourceGroup(
+        self._rg = azure.resources.ResourceGroup(
             f"{name}-rg",
-            resource_group_name=azure_resource_group(plan, sel),
-            location=cloud.region,
-            tags=tags,
-            opts=keep,
+            resource_group_name=azure_resource_group(args.plan, args.selection),
+            location=self.cloud.region,
+            tags=self._tags(args),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
-        builder = None
-        wired: pulumi.Input[str] | None = None
-        if sel.phase != PHASE_DONE:
-            builder, self.address = self._builder(name, args, cloud, rg.name, azure, mod, child)
-            if sel.phase == PHASE_CAPTURE:
-                # Taken after the guest ran `waagent -deprovision+user` and powered off.
-                os_disk = builder.storage_profile.apply(lambda p: p.os_disk.managed_disk.id if p else "")
-                snapshot = azure.compute.Snapshot(
-                    f"{name}-snapshot",
-                    snapshot_name=f"{self.name}-os",
-                    resource_group_name=rg.name,
-                    location=cloud.region,
-                    creation_data={"create_option": "Copy", "source_resource_id": os_disk},
-                    incremental=False,
-                    hyper_v_generation="V2",
-                    os_type="Linux",
-                    # Never exported through a SAS URL; encrypted at rest by the platform.
-                    network_access_policy="DenyAll",
-                    public_network_access="Disabled",
-                    tags=tags,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[builder]),
-                )
-                wired = snapshot.id
-            else:
-                wired = builder.storage_profile.apply(lambda p: p.os_disk.managed_disk.id if p else "")
-        source = self._source(wired, sel)
-        self.source = pulumi.Output.from_input(source)
-        if sel.phase != PHASE_BUILD:
-            gallery = azure.compute.Gallery(
-                f"{name}-gallery",
-                gallery_name=AZURE_GALLERY,
-                resource_group_name=rg.name,
-                location=cloud.region,
-                description="clusterctl node images",
-                tags=tags,
-                opts=keep,
-            )
-            definition = azure.compute.GalleryImage(
-                f"{name}-definition",
-                gallery_image_name=self.name,
-                gallery_name=AZURE_GALLERY,
-                resource_group_name=rg.name,
-                location=cloud.region,
-                os_type="Linux",
-                os_state="Generalized",
-                # ND-series sizes boot Gen2 images only (as plan.cloud's Azure base images).
-                hyper_v_generation="V2",
-                architecture="x64",
-                identifier={"publisher": AZURE_PUBLISHER, "offer": os_slug(plan.cluster.os), "sku": sel.short},
-                features=[{"name": "IsAcceleratedNetworkSupported", "value": "True"}],
-                description=f"clusterctl node image (profile {sel.profile}, sha256 {sel.digest})",
-                tags=tags,
-                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[gallery])),
-            )
-            version = azure.compute.GalleryImageVersion(
-                f"{name}-version",
-                gallery_image_version_name=AZURE_VERSION,
-                gallery_image_name=self.name,
-                gallery_name=AZURE_GALLERY,
-                resource_group_name=rg.name,
-                location=cloud.region,
-                storage_profile={"os_disk_image": {"source": {"id": source}}},
-                publishing_profile={
-                    "target_regions": [{"name": cloud.region, "regional_replica_count": 1}],
-                    "replica_count": 1,
-                    "storage_account_type": "Standard_LRS",
-                },
-                tags=tags,
-                opts=pulumi.ResourceOptions.merge(
-                    keep, pulumi.ResourceOptions(depends_on=[definition, *([builder] if builder else [])])
-                ),
-            )
-            self.ref = version.id
-        self._finish()
+        return child
 
-    def _builder(
-        self,
-        name: str,
-        args: ImageArgs,
-        cloud: CloudPlan,
-        rg: pulumi.Input[str],
-        azure: Any,
-        mod: ModuleType,
-        child: pulumi.ResourceOptions,
-    ) -> tuple[Any, pulumi.Output[str]]:
-        bname = builder_name(cloud, args.selection)
-        tags = dict(cloud.labels)
-        nsg = azure.network.NetworkSecurityGroup(
-            f"{name}-nsg",
-            network_security_group_name=bname,
-            resource_group_name=rg,
-            location=cloud.region,
-            security_rules=[
-                {
-                    "name": "ssh-from-allowed",
-                    "priority": mod.SSH_PRIORITY,
-                    "direction": "Inbound",
-                    "access": "Allow",
-                    "protocol": "Tcp",
-                    "source_address_prefixes": builder_sources(cloud),
-                    "source_port_range": "*",
-                    "destination_address_prefix": "*",
-                    "destination_port_range": str(SSH_PORT),
-                    "description": "SSH to the image builder from provider.allowed_ssh_cidrs only (clusterctl)",
-                }
-            ],
-            tags=tags,
-            opts=child,
-        )
-        vnet = azure.network.VirtualNetwork(
-            f"{name}-vnet",
-            virtual_network_name=bname,
-            resource_group_name=rg,
-            location=cloud.region,
-            address_space={"address_prefixes": [BUILDER_CIDR]},
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]),
-        )
+    def _builder(self, name: str, args: ImageArgs) -> Builder:
+        import pulumi_azure_native as azure
+
+        mod, cloud, rg, bname, child = self.mod, self.cloud, self._rg.name, self.bname, self._child
+        why = "SSH to the image builder from provider.allowed_ssh_cidrs only (clusterctl)"
+        allowed = mod.ssh_rule("ssh-from-allowed", why)
+        allowed["source_address_prefixes"] = builder_sources(cloud)
+        nsg = mod.ssh_security_group(f"{name}-nsg", bname, cloud, rg, allowed, child)
+        vnet = mod.virtual_network(f"{name}-vnet", bname, cloud, rg, BUILDER_CIDR, self)
         subnet = azure.network.Subnet(
             f"{name}-subnet",
             subnet_name="builder",
@@ -658,45 +478,88 @@ class AzureImage(_Image):
             network_security_group={"id": nsg.id},
             opts=child,
         )
-        public_ip = azure.network.PublicIPAddress(
-            f"{name}-ip",
-            public_ip_address_name=bname,
-            resource_group_name=rg,
-            location=cloud.region,
-            sku={"name": "Standard"},
-            public_ip_allocation_method="Static",
-            tags=tags,
-            opts=child,
-        )
-        nic = azure.network.NetworkInterface(
-            f"{name}-nic",
-            network_interface_name=bname,
-            resource_group_name=rg,
-            location=cloud.region,
-            ip_configurations=[
-                {
-                    "name": "primary",
-                    "primary": True,
-                    "subnet": {"id": subnet.id},
-                    "private_ip_allocation_method": "Dynamic",
-                    "public_ip_address": {"id": public_ip.id},
-                }
-            ],
-            tags=tags,
-            opts=child,
-        )
-        vm = mod._vm(
+        ip = mod.public_ip(f"{name}-ip", bname, cloud, rg, child)
+        nic = mod.network_interface(f"{name}-nic", bname, cloud, rg, subnet.id, child, public_ip_id=ip.id)
+        vm = mod.virtual_machine(
             f"{name}-builder",
             cloud=cloud,
             rg=rg,
             vm_name=bname,
             size=BUILDER_TYPES["azure"],
             nic_id=nic.id,
-            user_data=builder_user_data(cloud, bname, args.ssh_public_key, args.host_key),
+            user_data=args.user_data(cloud, bname),
             ssh_public_key=args.ssh_public_key,
             parent=self,
         )
-        return vm, public_ip.ip_address.apply(lambda ip: ip or "")
+        source = vm.storage_profile.apply(lambda p: p.os_disk.managed_disk.id if p else "")
+        if args.selection.phase == PHASE_CAPTURE:
+            # Taken after the guest ran `waagent -deprovision+user` and powered off.
+            snapshot = azure.compute.Snapshot(
+                f"{name}-snapshot",
+                snapshot_name=f"{self.name}-os",
+                resource_group_name=rg,
+                location=cloud.region,
+                creation_data={"create_option": "Copy", "source_resource_id": source},
+                incremental=False,
+                hyper_v_generation="V2",
+                os_type="Linux",
+                # Never exported through a SAS URL; encrypted at rest by the platform.
+                network_access_policy="DenyAll",
+                public_network_access="Disabled",
+                tags=self._tags(args),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
+            )
+            source = snapshot.id
+        return Builder(vm, mod.address_of(ip), source)
+
+    def _capture(self, name: str, args: ImageArgs, source: pulumi.Input[str]) -> pulumi.Output[str]:
+        import pulumi_azure_native as azure
+
+        plan, sel, cloud, rg = args.plan, args.selection, self.cloud, self._rg.name
+        tags = self._tags(args)
+        gallery = azure.compute.Gallery(
+            f"{name}-gallery",
+            gallery_name=AZURE_GALLERY,
+            resource_group_name=rg,
+            location=cloud.region,
+            description="clusterctl node images",
+            tags=tags,
+            opts=self._kept(),
+        )
+        definition = azure.compute.GalleryImage(
+            f"{name}-definition",
+            gallery_image_name=self.name,
+            gallery_name=AZURE_GALLERY,
+            resource_group_name=rg,
+            location=cloud.region,
+            os_type="Linux",
+            os_state="Generalized",
+            # ND-series sizes boot Gen2 images only (as plan.cloud's Azure base images).
+            hyper_v_generation="V2",
+            architecture="x64",
+            identifier={"publisher": AZURE_PUBLISHER, "offer": os_slug(plan.cluster.os), "sku": sel.short},
+            features=[{"name": "IsAcceleratedNetworkSupported", "value": "True"}],
+            description=f"clusterctl node image (profile {sel.profile}, sha256 {sel.digest})",
+            tags=tags,
+            opts=self._kept(gallery),
+        )
+        version = azure.compute.GalleryImageVersion(
+            f"{name}-version",
+            gallery_image_version_name=AZURE_VERSION,
+            gallery_image_name=self.name,
+            gallery_name=AZURE_GALLERY,
+            resource_group_name=rg,
+            location=cloud.region,
+            storage_profile={"os_disk_image": {"source": {"id": source}}},
+            publishing_profile={
+                "target_regions": [{"name": cloud.region, "regional_replica_count": 1}],
+                "replica_count": 1,
+                "storage_account_type": "Standard_LRS",
+            },
+            tags=tags,
+            opts=self._kept(definition, self.builder),
+        )
+        return version.id
 
 
 COMPONENTS: dict[str, type[AwsImage] | type[GcpImage] | type[AzureImage]] = {
