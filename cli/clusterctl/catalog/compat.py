@@ -68,6 +68,9 @@ SLURM_BLOCK_SIZES = "24.05"  # BlockSizes replaces BlockLevels
 SLURM_CONS_TRES_DEFAULT = "23.11"
 SLURM_TREEWIDTH_16 = "23.11"  # TreeWidth default went from 50 to 16
 SLURM_SUSPEND_EXC_STATES = "23.02"  # SuspendExcStates added (older slurmctld refuses the line)
+# `scontrol reconfigure` adds and removes nodes (slurmctld re-executes itself); before, a changed node
+# list needs slurmctld and every slurmd restarted (both keep running jobs).
+SLURM_RECONFIGURE_NODES = "23.11"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

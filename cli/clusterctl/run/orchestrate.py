@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from clusterctl.catalog.compat import SLURM_RECONFIGURE_NODES, at_least
 from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
@@ -64,6 +65,15 @@ def secrets_extravars(state: StateDir) -> dict[str, str]:
     return {"munge_key_file": str(munge.resolve()), "slurm_dbd_password_file": str(dbd.resolve())}
 
 
+def slurm_change_action(plan: Plan, state: StateDir) -> dict[str, str]:
+    """The slurm role's ``slurm_config_change_action`` when nodes joined or left and Slurm needs restarts for it."""
+    if state.read().get("slurm_nodes_changed") and not at_least(
+        plan.cluster.versions["slurm"], SLURM_RECONFIGURE_NODES
+    ):
+        return {"slurm_config_change_action": "restart"}
+    return {}
+
+
 def _timed(timings: dict[str, float], name: str, started: float) -> None:
     timings[name] = round(time.monotonic() - started, 1)
 
@@ -107,7 +117,8 @@ def up(
     events.phase("provision")
     locked = dict(images or {})
     provider = for_kind(plan.cluster.provider, locked) if locked else for_kind(plan.cluster.provider)
-    gone = leaving(plan, state.read().get("nodes") or {})
+    recorded = state.read().get("nodes") or {}
+    gone = leaving(plan, recorded)
     if gone:
         events.info(
             f"{', '.join(gone)} leave the cluster: drained ({REASON}), removed once no job runs there "
@@ -141,13 +152,18 @@ def up(
         from clusterctl.run.providers.cloud import default_confirm
 
         prepare_cloud_groups(plan, build_dir, state.path, events, yes=yes, confirm=default_confirm)
+    if set(recorded) != {h.hostname for h in result.hosts}:
+        # Kept until a configure run succeeds: a run that failed half-way must still restart the daemons.
+        state.update(slurm_nodes_changed=True)
     state.update(nodes={h.hostname: h.container or h.address for h in result.hosts}, status="provisioned")
     events.phase_done("provision", message=f"{len(result.hosts)} node(s)")
     _timed(result.timings, "provision", t1)
 
     t2 = time.monotonic()
     events.phase("configure")
-    extravars = secrets_extravars(state) | burst_extravars(plan, build_dir, state.path)
+    extravars = (
+        secrets_extravars(state) | burst_extravars(plan, build_dir, state.path) | slurm_change_action(plan, state)
+    )
     # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
     limit = ["all", "!burst"] if any(n.burst for n in plan.nodes) else None
@@ -167,6 +183,8 @@ def up(
         state.update(**{converged.STATE_KEY: None})
         result.configure = run_playbook(build_dir, state.path, events, extravars=extravars, limit=limit)
         cfg = result.configure
+        if cfg.succeeded:
+            state.update(slurm_nodes_changed=False)
         state.update(
             status="configured" if cfg.succeeded else "configure-failed",
             last_configure={

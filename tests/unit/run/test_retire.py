@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.run.events import Event, EventBus
+from clusterctl.run.orchestrate import slurm_change_action
 from clusterctl.run.retire import REASON, RetireError, drain_and_wait, drain_command, leaving
 from clusterctl.run.running_jobs import jobs_command
+from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES
 from tests.verify_testkit import ReplayExecutor
 
@@ -93,3 +97,19 @@ def test_nothing_is_removed_when_the_nodes_cannot_be_emptied(
     clock, (bus, _seen) = Clock(), _bus()
     with pytest.raises(RetireError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         drain_and_wait(PLAN, node, GONE, 60, bus, clock=clock, sleep=clock.sleep)
+
+
+@pytest.mark.parametrize(
+    ("slurm", "changed", "action"),
+    [("22.05", True, {"slurm_config_change_action": "restart"}), ("23.11", True, {}), ("22.05", False, {})],
+    ids=["22.05-nodes-changed", "23.11-reconfigure-suffices", "22.05-same-nodes"],
+)
+def test_slurm_restarts_its_daemons_when_nodes_join_or_leave_before_23_11(
+    tmp_path: Path, slurm: str, changed: bool, action: dict[str, str]
+) -> None:
+    plan = PLAN.model_copy(
+        update={"cluster": PLAN.cluster.model_copy(update={"versions": PLAN.cluster.versions | {"slurm": slurm}})}
+    )
+    state = StateDir(tmp_path, plan.cluster.name)
+    state.update(slurm_nodes_changed=changed)
+    assert slurm_change_action(plan, state) == action
