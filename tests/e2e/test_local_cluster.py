@@ -257,15 +257,31 @@ def test_a_gpu_node_joins_while_a_job_runs_then_leaves_after_its_job(
     long_job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 900'")
     try:
         assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING"
-        joined = local_cluster.cli("up", str(grown), "--out", str(local_cluster.build_dir), "--yes", *lock)
-        save_artifact("e2e-node-joins-up.log", joined.stdout + joined.stderr)
+        planned = _diff(local_cluster, grown)
+        assert {c["subject"] for c in planned if c["kind"] == "node-create"} == {"gpu005"}
+        assert {c["subject"] for c in planned if c["kind"] == "node-remove"} == set()
+        slurm_conf = next(c for c in planned if c["subject"] == "slurm/slurm.conf")
+        assert slurm_conf["action"].startswith("slurmctld and slurmd restarted"), slurm_conf
+        joined = local_cluster.cli(
+            "up", str(grown), "--out", str(local_cluster.build_dir), "--yes", "--output", "json", *lock
+        )
+        save_artifact("e2e-node-joins-up.jsonl", joined.stdout + joined.stderr)
         assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+        made = {
+            e["host"]
+            for e in json_events(joined.stdout)
+            if e["kind"] == "host" and e["phase"] == "provision" and e["message"] == "created"
+        }
+        assert made == {"gpu005"}, "diff listed other nodes to create than up created"
         assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING", "the running job did not survive"
         ran = local_cluster.exec("login001", "srun -w gpu005 -N1 hostname", timeout=180)
         assert ran.stdout.strip() == "gpu005", ran.stdout + ran.stderr
 
         short_job = _submit(local_cluster, "-w gpu005 --wrap 'sleep 25'")
         assert _job_state(local_cluster, short_job, until="RUNNING") == "RUNNING"
+        planned = _diff(local_cluster, local_cluster.spec_path)
+        removals = [c for c in planned if c["kind"] == "node-remove"]
+        assert [(c["subject"], c["drain"]) for c in removals] == [("gpu005", True)], planned
         left = local_cluster.up("--drain-timeout", "300", "--output", "json")
         save_artifact("e2e-node-leaves-up.jsonl", left.stdout + left.stderr)
         assert left.returncode == 0, left.stdout[-3000:] + left.stderr[-3000:]
@@ -284,9 +300,19 @@ def test_a_gpu_node_joins_while_a_job_runs_then_leaves_after_its_job(
         nodes = local_cluster.exec("login001", "sinfo -h -N -o %N").stdout.split()
         assert "gpu005" not in nodes, nodes
         assert _job_state(local_cluster, long_job, until="RUNNING") == "RUNNING", "the running job did not survive"
+        assert _diff(local_cluster, local_cluster.spec_path) == [], "up left something diff still lists"
     finally:
         local_cluster.exec("ctl001", f"scancel {long_job}")
         _job_state(local_cluster, long_job, until="")
+
+
+def _diff(cluster: LocalCluster, spec: Path) -> list[dict[str, object]]:
+    """``clusterctl diff -o json``'s changes (exit 2 when there are some, 0 when none)."""
+    result = cluster.cli("diff", str(spec), "--out", str(cluster.build_dir), "--output", "json")
+    assert result.returncode in (0, 2), result.stdout + result.stderr
+    changes: list[dict[str, object]] = json.loads(result.stdout)["changes"]
+    assert (result.returncode == 2) == bool(changes), result.stdout
+    return changes
 
 
 def _submit(cluster: LocalCluster, options: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterctl.catalog.compat import SLURM_RECONFIGURE_NODES, at_least
 from clusterctl.plan.models import Plan
 from clusterctl.render.tree import RenderedFile
 
@@ -34,6 +35,8 @@ EFFECTS: tuple[tuple[str, str, bool], ...] = (
     ("hosts", "/etc/hosts rewritten on every node", False),
 )
 OTHER_EFFECT = ("written on the nodes that use it", False)
+# Nodes joining or leaving before Slurm 23.11: a reconfigure cannot change the node list.
+RESTART_EFFECT = "slurmctld and slurmd restarted: nodes join or leave (running jobs keep running)"
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,14 @@ def changes(
                     Change(
                         "version",
                         key,
-                        "rolling upgrade: the nodes that run it drain in turn (clusterctl:upgrade), are "
-                        "converged and health-checked, then resumed",
+                        "installed on every node that runs it in the same run (up does not roll upgrades "
+                        "yet: drain those nodes first)",
                         True,
                         {"applied": old.get(key), "spec": now.get(key)},
                     )
                 )
+    membership = any(c.kind in ("node-create", "node-remove") for c in out)
+    restarts = membership and not at_least(new.cluster.versions.get("slurm", ""), SLURM_RECONFIGURE_NODES)
     if applied is None and not any(applied_content.values()):
         count = sum(1 for f in files if f.path not in NOT_ON_NODES)
         out.append(Change("file", "*", f"every generated file written ({count}): no earlier up recorded"))
@@ -151,6 +156,8 @@ def changes(
         if file.path in NOT_ON_NODES or (before is not None and before == file.text.encode()):
             continue
         action, drain = effect_of(file.path)
+        if restarts and file.path.startswith("slurm/"):
+            action = RESTART_EFFECT
         out.append(Change("file", file.path, action if before is not None else f"new file: {action}", drain))
     return out
 
