@@ -109,9 +109,9 @@ def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
     assert summary["data"]["converge_skipped"] == "", summary
 
 
-@pytest.mark.order(19)
+@pytest.mark.order(16)
 def test_up_of_the_unchanged_cluster_checks_instead_of_converging(local_cluster: LocalCluster) -> None:
-    """Every node as the last converge left it: the configure stage is skipped, readiness still runs.
+    """Every node as the cold `up` left it: the configure stage is skipped, readiness still runs.
 
     Its time is recorded for people (the speed targets are benchmarks/', never a test's)."""
     started = time.monotonic()

@@ -161,17 +161,21 @@ def up(
 
     t2 = time.monotonic()
     events.phase("configure")
-    extravars = (
-        secrets_extravars(state) | burst_extravars(plan, build_dir, state.path) | slurm_change_action(plan, state)
-    )
+    inputs_vars = secrets_extravars(state) | burst_extravars(plan, build_dir, state.path)
+    # A one-off instruction for this run, not an input of the converged state: left out of the fingerprint
+    # (else the run after the one that joined the nodes would not match), and it always runs the roles.
+    action = slurm_change_action(plan, state)
+    extravars = inputs_vars | action
     # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
     limit = ["all", "!burst"] if any(n.burst for n in plan.nodes) else None
     configured = [h.hostname for h in result.hosts]
-    inputs = converged.fingerprint(build_dir, extravars, limit)
+    inputs = converged.fingerprint(build_dir, inputs_vars, limit)
     executor = executor_for(plan, state.path)
     unchanged = (
-        None if converge else converged.check(state.read().get(converged.STATE_KEY), inputs, configured, executor)
+        None
+        if converge or action
+        else converged.check(state.read().get(converged.STATE_KEY), inputs, configured, executor)
     )
     if unchanged is not None and unchanged.unchanged:
         result.configure = ConfigureResult(status="skipped", rc=0)
