@@ -9,6 +9,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "examples"
+# The sysfs lookup the rdma, nccl and storage_clients roles share (clusterctl.node.rdma_rails).
+RDMA_RAILS_MODULE = REPO_ROOT / "collections/ansible_collections/clusterctl/node/plugins/modules/rdma_rails.py"
 SHARED_FIXTURES = Path(os.environ.get("CLUSTERCTL_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
 
 

@@ -34,7 +34,7 @@ def _ib_hca(profile: HardwareProfile) -> NcclSetting:
             f"also match mlx5_10-19){excluded}. The names depend on the node's image (rdma-core's udev rule "
             "kernel-boot/rdma-persistent-naming.rules names them ibp24s0/rocep24s0, DOCA/MOFED mlx5_N), so the "
             "nccl role writes the line below on each node with the names its sysfs gives for these rails "
-            "(roles/rdma/library/rdma_rails.py)"
+            "(clusterctl.node.rdma_rails)"
         ),
     )
 

@@ -4,7 +4,7 @@ The subnet manager runs on the hosts ``fabric.opensm_hosts`` names and nowhere e
 elects its master by priority, then GUID: linux-rdma/opensm man/opensm.8.in ``-p``); IPoIB
 gives rail i of a node the address at the node's management offset in ``fabric.ipoib.networks[i]``.
 Rails stay as the spec names them (PCI address or RDMA device): nodes resolve them at converge
-time (roles/rdma/library/rdma_rails.py). Both are computed from the nodes' seats, before the
+time (clusterctl.node.rdma_rails). Both are computed from the nodes' seats, before the
 fabric plan and the nodes are built.
 """
 

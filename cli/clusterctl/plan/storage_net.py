@@ -5,7 +5,7 @@ Where the profile names the storage HCAs instead (``storage_nics``, by PCI addre
 device) and leaves ``storage_netdevs`` empty, the interface of storage NIC ``i`` is whatever
 the node calls it: the render writes the marker ``clusterctl:storage_nic:<i>`` in the LNet
 configuration and the WEKA ``net=`` options, and roles/storage_clients writes in the netdev
-the rdma role's sysfs lookup finds for that HCA (roles/rdma/library/rdma_rails.py). A ``:``
+the rdma role's sysfs lookup finds for that HCA (clusterctl.node.rdma_rails). A ``:``
 is never in an interface name (the kernel's dev_valid_name allows it, but ip and udev names
 never carry one, and the spec's NetdevName refuses it), so a marker cannot be a real name.
 """

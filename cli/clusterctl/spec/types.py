@@ -993,7 +993,7 @@ RailDevice = Annotated[
 ]
 """An HCA named by its PCI function (stable on every image) or its RDMA device name (where the image fixes names).
 
-The node resolves either to its RDMA device and netdev at converge time (roles/rdma, library/rdma_rails.py).
+The node resolves either to its RDMA device and netdev at converge time (roles/rdma, clusterctl.node.rdma_rails).
 """
 
 

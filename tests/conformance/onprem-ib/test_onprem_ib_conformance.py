@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.conftest import EXAMPLES, RDMA_RAILS_MODULE, REPO_ROOT
 from tests.specs import mutated
 
 from clusterctl.pipeline import load_and_validate
@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 VENDOR = HERE / "vendor"
 SYSFS = REPO_ROOT / "tests" / "fixtures" / "sysfs"
 ROLES = REPO_ROOT / "roles"
-MODULE = ROLES / "rdma" / "library" / "rdma_rails.py"
+MODULE = RDMA_RAILS_MODULE
 HW = "dgx-h100"
 # DGX H100/H200 User Guide, "Network Modules": GPU i's ConnectX-7 (tests/fixtures/sysfs/README.md).
 RAILS_PCI = [
@@ -85,7 +85,7 @@ def _inventory(files: dict[str, str]) -> dict[str, Any]:
 
 
 def _rdma_rails() -> ModuleType:
-    assert MODULE.is_file(), "roles/rdma has no sysfs lookup (library/rdma_rails.py)"
+    assert MODULE.is_file(), "the collection has no sysfs lookup (clusterctl.node.rdma_rails)"
     spec = importlib.util.spec_from_file_location("rdma_rails", MODULE)
     assert spec
     assert spec.loader

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.conftest import REPO_ROOT
+from tests.conftest import RDMA_RAILS_MODULE, REPO_ROOT
 from tests.specs import Mutation, mutated
 
 from clusterctl.pipeline import load_and_validate
@@ -31,7 +31,7 @@ VENDOR = HERE / "vendor"
 IB_VENDOR = HERE.parent / "onprem-ib" / "vendor"
 SYSFS = REPO_ROOT / "tests" / "fixtures" / "sysfs"
 TREE = SYSFS / "dgx-h100-roce-rdma-core"
-MODULE = REPO_ROOT / "roles" / "rdma" / "library" / "rdma_rails.py"
+MODULE = RDMA_RAILS_MODULE
 HW = "dgx-h100"
 # DGX H100/H200 User Guide, "Network Modules" (tests/fixtures/sysfs/README.md).
 RAILS_PCI = [
@@ -78,7 +78,7 @@ def files(spec: Path) -> dict[str, str]:
 
 
 def _rdma_rails() -> ModuleType:
-    assert MODULE.is_file(), "roles/rdma has no sysfs lookup (library/rdma_rails.py)"
+    assert MODULE.is_file(), "the collection has no sysfs lookup (clusterctl.node.rdma_rails)"
     module_spec = importlib.util.spec_from_file_location("rdma_rails", MODULE)
     assert module_spec
     assert module_spec.loader

@@ -1,12 +1,7 @@
-"""clusterctl.node.rdma_rails: the sysfs lookup shared by the rdma role and storage_clients.
-
-The rdma role still carries its own copy (roles/rdma/library/rdma_rails.py) until it calls the
-collection's; while both exist their lookup functions must be the same code.
-"""
+"""clusterctl.node.rdma_rails: the sysfs lookup shared by the rdma role and storage_clients."""
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -14,11 +9,11 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import RDMA_RAILS_MODULE
+
 ROOT = Path(__file__).resolve().parents[3]
-MODULE = ROOT / "collections" / "ansible_collections" / "clusterctl" / "node" / "plugins" / "modules" / "rdma_rails.py"
-ROLE_COPY = ROOT / "roles" / "rdma" / "library" / "rdma_rails.py"
+MODULE = RDMA_RAILS_MODULE
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
-SHARED = ("_read", "_guid", "_pci_of", "_netdev", "scan", "naming", "_known", "resolve", "rails_fact")
 
 
 def _load() -> ModuleType:
@@ -29,18 +24,6 @@ def _load() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _functions(path: Path) -> dict[str, str]:
-    tree = ast.parse(path.read_text())
-    return {node.name: ast.dump(node) for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
-@pytest.mark.skipif(not ROLE_COPY.exists(), reason="the rdma role calls the collection's module")
-def test_the_rdma_roles_copy_has_the_same_lookup() -> None:
-    ours, theirs = _functions(MODULE), _functions(ROLE_COPY)
-    for name in SHARED:
-        assert ours[name] == theirs[name], f"{name} differs between the collection and roles/rdma/library"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""roles/rdma/library/rdma_rails.py against sysfs trees of the same DGX H100 under both naming schemes.
+"""clusterctl.node.rdma_rails against sysfs trees of the same DGX H100 under both naming schemes.
 
 The trees (tests/fixtures/sysfs, README there) differ only in the RDMA device names: the kernel's
 mlx5_N (DOCA/MOFED, DGX OS) and rdma-core's NAME_FALLBACK names (ibp24s0, rocep41s0f1). Rails named by
@@ -18,9 +18,11 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import RDMA_RAILS_MODULE
+
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
-MODULE = ROOT / "roles" / "rdma" / "library" / "rdma_rails.py"
+MODULE = RDMA_RAILS_MODULE
 
 # DGX H100/H200 User Guide, "Network Modules": GPU i's ConnectX-7 (bus) and its names.
 RAILS_PCI = [

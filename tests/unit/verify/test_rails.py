@@ -1,7 +1,7 @@
 """verify judges the rails by the node's own RDMA device names, read from its rails file.
 
 The rails file is what the rdma role writes (roles/rdma/templates/rdma-rails.conf.j2) from its
-sysfs lookup (roles/rdma/library/rdma_rails.py) run here on the fixture sysfs trees of one DGX
+sysfs lookup (clusterctl.node.rdma_rails) run here on the fixture sysfs trees of one DGX
 H100 under both naming schemes (tests/fixtures/sysfs: the kernel's mlx5_N, rdma-core's
 NAME_FALLBACK ibp24s0 ...). The rails command itself runs with bash against those trees.
 ``nvidia-smi topo -m`` is the real 8xH100 matrix of ../shared/fixtures with its NIC legend
@@ -18,6 +18,7 @@ from types import ModuleType
 
 import jinja2
 import pytest
+from tests.conftest import RDMA_RAILS_MODULE
 from tests.specs import example_data, group, write_spec
 from tests.verify_testkit import ReplayExecutor, ibstat, with_real_gpus
 
@@ -34,7 +35,7 @@ from clusterctl.verify.result import ParseError, Verdict, blame_of, figures_of
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
 TEMPLATE = ROOT / "roles" / "rdma" / "templates" / "rdma-rails.conf.j2"
-MODULE = ROOT / "roles" / "rdma" / "library" / "rdma_rails.py"
+MODULE = RDMA_RAILS_MODULE
 TOPO = "nvidia-smi/nvsmi_topo_m_8xH100_8nic_sglang30401.txt"
 # DGX H100/H200 User Guide, "Network Modules": GPU i's ConnectX-7 by bus, and its names per scheme
 # (tests/fixtures/sysfs/README.md).

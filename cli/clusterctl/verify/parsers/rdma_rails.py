@@ -1,7 +1,7 @@
 """Parse a node's rail map: ``/etc/clusterctl/rdma-rails.conf`` and the RDMA devices' GUIDs.
 
 The rdma role writes the file at converge (roles/rdma/templates/rdma-rails.conf.j2, from the
-sysfs lookup in roles/rdma/library/rdma_rails.py), one line per rail of the hardware profile::
+sysfs lookup in clusterctl.node.rdma_rails), one line per rail of the hardware profile::
 
     # rail INDEX HCA IBDEV NETDEV LINK_LAYER NUMA_NODE
     rail 0 0000:18:00.0 ibp24s0 ibp24s0 InfiniBand 0
