@@ -17,7 +17,7 @@ from clusterctl.commands.common import (
 from clusterctl.report import STOPPED_INPUT, command_name, document
 from clusterctl.run.executor import executor_for
 from clusterctl.run.heal import HealError, heal
-from clusterctl.run.state import StateDir
+from clusterctl.run.state import LockedError, StateDir, StateDirError
 from clusterctl.spec.findings import Level
 from clusterctl.verify.base import launcher_host
 
@@ -38,10 +38,13 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False).plan
-    executor = executor_for(plan, StateDir(state_dir, plan.cluster.name).path)
+    state = StateDir(state_dir, plan.cluster.name)
+    executor = executor_for(plan, state.path)
     try:
-        findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run)
-    except HealError as exc:
+        # Not while `up` drains nodes to remove them or rolls an upgrade: it would resume what they drained.
+        with state.lock("heal"):
+            findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run)
+    except (HealError, LockedError, StateDirError) as exc:
         if app.json:
             app.print_json(document(command_name(), [], ok=False, stopped=STOPPED_INPUT, error=str(exc)))
             raise SystemExit(1) from None

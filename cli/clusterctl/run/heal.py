@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from clusterctl.plan.models import Plan
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.jobs import Executor, run_many
+from clusterctl.run.retire import REASON as LEAVING
 from clusterctl.spec.findings import Finding, Level
+from clusterctl.verify.base import last_line
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
 from clusterctl.verify.result import ParseError
 
@@ -42,6 +44,11 @@ class Drained:
         """Drained by clusterctl (the reason's prefix), so clusterctl may resume it."""
         return self.reason.startswith(CLUSTERCTL_PREFIX)
 
+    @property
+    def leaving(self) -> bool:
+        """Drained by ``up`` because the spec no longer has it: resuming it would undo the spec."""
+        return self.reason.startswith(LEAVING)
+
 
 def drained_nodes(nodes: tuple[SlurmNode, ...], plan: Plan) -> list[Drained]:
     """The plan's compute nodes Slurm has drained or is draining, in plan order."""
@@ -60,11 +67,7 @@ def resume_command(host: str) -> str:
 
 
 def _last_line(*texts: str) -> str:
-    for text in texts:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if lines:
-            return lines[-1][:300]
-    return ""
+    return next((line[:300] for line in map(last_line, texts) if line), "")
 
 
 def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False) -> list[Finding]:
@@ -89,7 +92,17 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
         for d in drained
         if not d.ours
     ]
-    ours = [d for d in drained if d.ours]
+    findings += [
+        _about(
+            d,
+            "heal.leaving",
+            "left drained: up is removing it (the spec no longer has it).",
+            hint="Run `clusterctl up` with the spec that removed it to finish, or put it back in the spec.",
+        )
+        for d in drained
+        if d.leaving
+    ]
+    ours = [d for d in drained if d.ours and not d.leaving]
     checks = run_many(executor, [(d.host, HEALTHCHECK_PATH, HEALTH_TIMEOUT_S) for d in ours])
     healthy = [d for d, (rc, _o, _e) in zip(ours, checks, strict=True) if rc == 0]
     for d, (rc, check_out, check_err) in zip(ours, checks, strict=True):

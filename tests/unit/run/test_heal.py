@@ -6,6 +6,8 @@ health check's exit status), so every branch is driven by what a node would say.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -14,6 +16,8 @@ from clusterctl.pipeline import load_and_validate
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run import heal as heal_module
 from clusterctl.run.heal import NODES_COMMAND, HealError, heal, resume_command
+from clusterctl.run.retire import REASON as LEAVING
+from clusterctl.run.state import StateDir
 from clusterctl.spec.findings import Level
 from clusterctl.verify.base import launcher_host
 from tests.cli.test_report_schema import _conforms
@@ -108,15 +112,39 @@ def test_slurm_unreachable_changes_nothing() -> None:
     assert node.calls == [(LAUNCHER, NODES_COMMAND)]
 
 
-def test_the_command_exits_1_while_a_node_stays_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_up_is_removing_is_left_drained_and_not_checked() -> None:
+    drains = DRAINS | {"gpu004": ("IDLE+DRAIN", f"{LEAVING} (the spec no longer has it)")}
+    node = _cluster(healthy={"gpu001", "gpu003", "gpu004"}, drains=drains)
+    findings = heal(PLAN, node, LAUNCHER)
+
+    assert _codes(findings)["gpu004"] == "heal.leaving"
+    assert ("gpu004", HEALTHCHECK_PATH) not in node.calls
+    assert (LAUNCHER, resume_command("gpu004")) not in node.calls
+
+
+def test_the_command_exits_1_while_a_node_stays_unhealthy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     node = _cluster(healthy={"gpu001"})
     monkeypatch.setattr("clusterctl.commands.heal.executor_for", lambda plan, state: node)
-    result = CliRunner().invoke(cli, ["heal", str(EXAMPLES / "local.yaml"), "--output", "json"])
+    result = CliRunner().invoke(
+        cli, ["heal", str(EXAMPLES / "local.yaml"), "--output", "json", "--state-dir", str(tmp_path)]
+    )
 
     assert result.exit_code == 1
     data = _conforms(result.stdout, "heal")  # docs/schemas/report.schema.json
     assert data["ok"] is False
     assert {f["node"]: f["code"] for f in data["findings"]} == _codes(heal(PLAN, _cluster({"gpu001"}), LAUNCHER))
+
+
+def test_heal_waits_for_no_one_while_up_holds_the_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    node = _cluster(healthy={"gpu001", "gpu003"})
+    monkeypatch.setattr("clusterctl.commands.heal.executor_for", lambda plan, state: node)
+    with StateDir(tmp_path, PLAN.cluster.name).lock("up"):
+        result = CliRunner().invoke(cli, ["heal", str(EXAMPLES / "local.yaml"), "--state-dir", str(tmp_path)])
+
+    assert result.exit_code == 1
+    assert "is busy: clusterctl up" in result.output
+    assert "Nothing was changed" in result.output
+    assert node.calls == []
 
 
 def test_reason_prefix_is_the_contract() -> None:
