@@ -34,8 +34,9 @@ from clusterctl.run.jobs import Executor, run_many
 
 STATE_KEY = "converged"
 DIGEST_TIMEOUT_S = 60.0
-# Build-directory entries the configure stage does not read (its own log, clusterctl's notes).
-_NOT_INPUT = frozenset({"logs"})
+# Build-directory entries the configure stage does not read: its own log, and the command line
+# ansible-runner records there on each run (made of the extravars' paths, which count below).
+_NOT_INPUT = frozenset({"logs", "ansible/env/cmdline"})
 # A fixed command: nothing from the spec or the node reaches it. User sessions come and go
 # without anything the roles manage changing, so their units are left out.
 DIGEST_COMMAND = r"""{
@@ -58,7 +59,7 @@ class Check:
 def _tree_lines(root: Path, skip: frozenset[str] = frozenset()) -> Iterable[str]:
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if rel.parts[0] in skip or path.is_dir():
+        if rel.parts[0] in skip or rel.as_posix() in skip or path.is_dir():
             continue
         content = str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()
         yield f"{rel.as_posix()}\0{hashlib.sha256(content).hexdigest()}\n"

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ansible_runner.utils import dump_artifacts
 
 from clusterctl.run import converged
 from clusterctl.run.converged import DIGEST_COMMAND, check, fingerprint, node_digests, record
@@ -39,12 +40,17 @@ def _digest(n: int) -> str:
     return f"{n:064x}"
 
 
-def test_the_fingerprint_follows_every_input_but_the_run_log(inputs: tuple[Path, dict[str, str]]) -> None:
+def test_the_fingerprint_follows_every_input_but_what_a_run_writes(inputs: tuple[Path, dict[str, str]]) -> None:
     build, extravars = inputs
     first = fingerprint(build, extravars, None)
     assert fingerprint(build, extravars, None) == first
     (build / "logs" / "ansible.log").write_text("a run\n")
     assert fingerprint(build, extravars, None) == first, "the configure stage does not read its own log"
+
+    # What ansible-runner writes into its private data directory on the first run, as run_playbook calls it.
+    dump_artifacts({"private_data_dir": str(build / "ansible"), "cmdline": "-e @/state/extravars.json"})
+    assert (build / "ansible" / "env" / "cmdline").is_file()
+    assert fingerprint(build, extravars, None) == first, "the command line ansible-runner records is not an input"
 
     (build / "slurm" / "slurm.conf").write_text("ClusterName=local\nMaxJobCount=20000\n")
     edited = fingerprint(build, extravars, None)
