@@ -77,4 +77,4 @@ def test_slurmctld_loads_the_burst_render(docker_ready: None, tmp_path: Path) ->
         config = ctld.scontrol("show", "config")
         assert "/usr/local/sbin/clusterctl-burst-resume" in config
         partitions = {r["PartitionName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "partition"))}
-        assert partitions["burst"]["SuspendTime"] == "120"
+        assert partitions["burst"]["SuspendTime"] == "60"
