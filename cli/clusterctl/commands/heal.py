@@ -41,7 +41,7 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     state = StateDir(state_dir, plan.cluster.name)
     executor = executor_for(plan, state.path)
     try:
-        # Not while `up` drains nodes to remove them or rolls an upgrade: it would resume what they drained.
+        # Not while `up` runs: it drains the nodes it removes, which heal must not resume under it.
         with state.lock("heal"):
             findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run)
     except (HealError, LockedError, StateDirError) as exc:
