@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,7 +16,10 @@ import click
 
 from clusterctl.app import App, debug_enabled
 from clusterctl.pipeline import Validated, load_and_validate
+from clusterctl.progress import attach
 from clusterctl.report import STOPPED_SPEC, command_name, document
+from clusterctl.run.events import EventBus
+from clusterctl.run.state import StateDir
 from clusterctl.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,6 +86,18 @@ def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) 
     except ValueError as exc:  # unknown --skip-rule names
         raise click.BadParameter(str(exc), param_hint="--skip-rule") from None
     return result
+
+
+@contextlib.contextmanager
+def progress_under_lock(app: App, state: StateDir, action: str) -> Iterator[EventBus]:
+    """Hold the cluster's state lock for ACTION and show its events the way the output asks for.
+
+    JSON output streams one event per line, a terminal gets the live view, anything else plain lines.
+    """
+    bus = EventBus()
+    live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
+    with state.lock(action), live or contextlib.nullcontext():
+        yield bus
 
 
 def save_crash_report(exc: BaseException) -> Path | None:

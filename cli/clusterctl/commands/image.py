@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from clusterctl.app import App
 from clusterctl.commands.common import (
     handle_internal_errors,
     output_option,
+    progress_under_lock,
     rule_options,
     spec_argument,
     state_dir_option,
@@ -19,10 +19,8 @@ from clusterctl.commands.common import (
 from clusterctl.image.build import ImageBuildError, build_images, target_for
 from clusterctl.image.hash import ImageInputError
 from clusterctl.image.lock import LockError, lock_path
-from clusterctl.progress import attach
 from clusterctl.render import BuildDirError
 from clusterctl.run.ansible import AnsibleSetupError
-from clusterctl.run.events import EventBus
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
@@ -88,10 +86,8 @@ def image_build_cmd(
     except ImageBuildError as exc:
         app.abort(f"{exc}. Nothing was built.")
     lock = lock_path(spec, lock_file)
-    bus = EventBus()
-    live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
-        with state.lock("image build"), live or contextlib.nullcontext():
+        with progress_under_lock(app, state, "image build") as bus:
             report = build_images(
                 validated,
                 target,

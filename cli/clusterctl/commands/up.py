@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from clusterctl.app import App
 from clusterctl.commands.common import (
     handle_internal_errors,
     output_option,
+    progress_under_lock,
     rule_options,
     spec_argument,
     state_dir_option,
@@ -23,11 +23,9 @@ from clusterctl.image.build import ImageBuildError, check_locked, target_for
 from clusterctl.image.hash import ImageInputError
 from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
 from clusterctl.plan import Plan
-from clusterctl.progress import attach
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
 from clusterctl.run.ansible import AnsibleSetupError, HostFailure
-from clusterctl.run.events import EventBus
 from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
@@ -190,10 +188,8 @@ def up_cmd(
     if not app.json:
         app.show_findings(validated.findings)
     state = StateDir(state_dir, plan.cluster.name)
-    bus = EventBus()
-    live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
     try:
-        with state.lock("up"), live or contextlib.nullcontext():
+        with progress_under_lock(app, state, "up") as bus:
             result = up(
                 validated,
                 state,
