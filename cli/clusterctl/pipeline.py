@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterctl.plan import Plan
+from clusterctl.plan.service import read_swaps
 from clusterctl.render import RenderedFile, render_files, write_tree
 from clusterctl.render.check import finding as render_finding
 from clusterctl.render.escape import RenderError
 from clusterctl.rules import validate
+from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
 
 
@@ -33,17 +35,23 @@ def fails(findings: Iterable[Finding], strict: bool) -> bool:
     return any(f.level >= threshold for f in findings)
 
 
-def load_and_validate(spec_path: str | Path, skip: Iterable[str] = (), strict: bool = False) -> Validated:
+def load_and_validate(
+    spec_path: str | Path, skip: Iterable[str] = (), strict: bool = False, state_root: Path | None = None
+) -> Validated:
     """Load, validate and plan ``spec_path``.
 
     The plan is rendered here too (in memory): a value that a generated format cannot carry is a
-    spec error located at its field, found before anything is written or run.
+    spec error located at its field, found before anything is written or run. With ``state_root``
+    the plan puts in service the spares the cluster's state records (``clusterctl node replace``).
 
     Raises:
         SpecError: the spec has errors (or warnings with ``strict``); carries all findings.
+        StateDirError: the cluster's state cannot be read.
+        SwapError: its record of spares in service is not one clusterctl wrote.
     """
     loaded = load_spec(spec_path)
-    findings, plan = validate(loaded, skip)
+    swaps = read_swaps(StateDir(state_root, loaded.spec.name).read().get(SWAPS_KEY)) if state_root else []
+    findings, plan = validate(loaded, skip, swaps)
     if plan is None or fails(findings, strict):
         raise SpecError(findings)
     try:

@@ -90,9 +90,10 @@ def test_every_node_came_from_its_baked_image_and_ran_only_the_configure_stage(l
 
 
 @pytest.mark.order(15)
-def test_no_interpreter_discovery_warning(local_cluster: LocalCluster) -> None:
+def test_no_interpreter_discovery_warning_and_no_raw_ansible_output(local_cluster: LocalCluster) -> None:
     log = (local_cluster.build_dir / ANSIBLE_LOG).read_text()
     assert "TASK [" in log, "the Ansible log holds the run's output"
+    assert "TASK [" not in local_cluster.first_up_output, "Ansible's raw output is on screen without --verbose"
     for text in (log, local_cluster.first_up_output):
         assert "discovered Python interpreter" not in text
         assert "interpreter discovery" not in text.lower()
@@ -304,6 +305,73 @@ def test_a_gpu_node_joins_while_a_job_runs_then_leaves_after_its_job(
     finally:
         local_cluster.exec("ctl001", f"scancel {long_job}")
         _job_state(local_cluster, long_job, until="")
+
+
+@pytest.mark.order(41)
+def test_a_spare_takes_a_failed_nodes_place_and_the_repaired_node_becomes_a_spare(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """gpu005 joins as a hot spare; gpu002 fails (drained by hand) and gpu005 takes its place in the partition.
+
+    `srun -N4` runs again on the four nodes in service. Once repaired, gpu002 passes its health check and
+    is a free spare; the spec without the spare then removes gpu005 and gpu002 is back in service."""
+    spared = tmp_path / local_cluster.spec_path.name
+    text = local_cluster.spec_path.read_text()
+    gpu_group = "{group: gpu, role: compute, hardware: emu-h100, count: 4}"
+    assert gpu_group in text
+    spared.write_text(text.replace(gpu_group, gpu_group.replace("count: 4", "count: 5, spares: 1")))
+    options = ("--out", str(local_cluster.build_dir), "--yes")
+    options += ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
+
+    joined = local_cluster.cli("up", str(spared), *options)
+    save_artifact("e2e-spare-joins-up.log", joined.stdout + joined.stderr)
+    assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+    assert _partition_nodes(local_cluster) == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert _spare_column(local_cluster, spared) == {"gpu005": ("free spare", "idle", "")}
+
+    reason = "e2e: Xid 79, GPU fell off the bus"
+    drained = local_cluster.exec("login001", f"scontrol update nodename=gpu002 state=drain reason='{reason}'")
+    assert drained.returncode == 0, drained.stderr
+    replaced = local_cluster.cli("node", "replace", str(spared), "gpu002", *options)
+    save_artifact("e2e-node-replace.log", replaced.stdout + replaced.stderr)
+    assert replaced.returncode == 0, replaced.stdout[-3000:] + replaced.stderr[-3000:]
+    assert "gpu005 takes gpu002's place" in replaced.stdout + replaced.stderr
+    assert _partition_nodes(local_cluster) == ["gpu001", "gpu003", "gpu004", "gpu005"]
+    ran = local_cluster.exec("login001", "srun -N4 -p gpu hostname", timeout=180)
+    assert sorted(ran.stdout.split()) == ["gpu001", "gpu003", "gpu004", "gpu005"], ran.stdout + ran.stderr
+    shown = _spare_column(local_cluster, spared)
+    assert shown == {
+        "gpu002": ("replaced by gpu005", "drain", reason),
+        "gpu005": ("spare, replaces gpu002", "idle", ""),
+    }
+
+    returned = local_cluster.cli("node", "return", str(spared), "gpu002", *options)
+    save_artifact("e2e-node-return.log", returned.stdout + returned.stderr)
+    assert returned.returncode == 0, returned.stdout[-3000:] + returned.stderr[-3000:]
+    assert _partition_nodes(local_cluster) == ["gpu001", "gpu003", "gpu004", "gpu005"]
+    shown = _spare_column(local_cluster, spared)
+    assert shown == {"gpu002": ("free spare", "idle", ""), "gpu005": ("spare, replaces gpu002", "idle", "")}
+
+    restored = local_cluster.up()
+    save_artifact("e2e-spare-leaves-up.log", restored.stdout + restored.stderr)
+    assert restored.returncode == 0, restored.stdout[-3000:] + restored.stderr[-3000:]
+    assert _partition_nodes(local_cluster) == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert StateDir(local_cluster.state_dir, "local").read().get("spares") == [], "a swap outlived its spare"
+
+
+def _partition_nodes(cluster: LocalCluster) -> list[str]:
+    """The nodes of partition gpu as slurmctld has them."""
+    listed = cluster.exec("login001", "sinfo -h -p gpu -N -o %N")
+    assert listed.returncode == 0, listed.stderr
+    return sorted(set(listed.stdout.split()))
+
+
+def _spare_column(cluster: LocalCluster, spec: Path) -> dict[str, tuple[str, str, str]]:
+    """`status --output json`: each spare and replaced node, with its Slurm state and drain reason."""
+    shown = cluster.cli("status", str(spec), "--output", "json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    nodes = json.loads(shown.stdout)["nodes"]
+    return {n["hostname"]: (n["spare"], n["slurm"], n["reason"]) for n in nodes if n.get("spare")}
 
 
 def _diff(cluster: LocalCluster, spec: Path) -> list[dict[str, object]]:

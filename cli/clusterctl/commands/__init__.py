@@ -13,6 +13,7 @@ from clusterctl.commands.down import down_cmd
 from clusterctl.commands.fabric import fabric_group
 from clusterctl.commands.heal import heal_cmd
 from clusterctl.commands.image import image_group
+from clusterctl.commands.node import node_group
 from clusterctl.commands.plan import plan_cmd
 from clusterctl.commands.render import render_cmd
 from clusterctl.commands.schema import schema_cmd
@@ -41,3 +42,4 @@ cli.add_command(verify_cmd)
 cli.add_command(image_group)
 cli.add_command(heal_cmd)
 cli.add_command(diff_cmd)
+cli.add_command(node_group)

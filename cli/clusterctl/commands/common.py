@@ -16,10 +16,11 @@ import click
 
 from clusterctl.app import App, debug_enabled
 from clusterctl.pipeline import Validated, load_and_validate
+from clusterctl.plan.service import SwapError
 from clusterctl.progress import attach
 from clusterctl.report import STOPPED_SPEC, command_name, document
 from clusterctl.run.events import EventBus
-from clusterctl.run.state import StateDir
+from clusterctl.run.state import StateDir, StateDirError
 from clusterctl.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,10 +73,16 @@ def rule_options(func: F) -> F:
     )(func)
 
 
-def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) -> Validated:
-    """Load and validate; on errors print every finding (or the JSON report) and exit 1."""
+def validated_or_exit(
+    app: App, spec: str, skip: tuple[str, ...], strict: bool, state_root: Path | None = None
+) -> Validated:
+    """Load and validate; on errors print every finding (or the JSON report) and exit 1.
+
+    With ``state_root`` (a command that acts on the running cluster), the plan has the spares the
+    cluster put in service.
+    """
     try:
-        result = load_and_validate(spec, skip, strict)
+        result = load_and_validate(spec, skip, strict, state_root)
     except SpecError as exc:
         if app.json:
             app.print_json(document(command_name(), exc.findings, ok=False, stopped=STOPPED_SPEC))
@@ -83,6 +90,8 @@ def validated_or_exit(app: App, spec: str, skip: tuple[str, ...], strict: bool) 
             app.show_findings(exc.findings)
             app.display_error(f"{spec} is not valid: {app.summarize_findings(exc.findings)}.")
         raise SystemExit(1) from None
+    except (StateDirError, SwapError) as exc:
+        app.abort(f"the state of the cluster in {spec} cannot be read: {exc}", 1)
     except ValueError as exc:  # unknown --skip-rule names
         raise click.BadParameter(str(exc), param_hint="--skip-rule") from None
     return result

@@ -39,7 +39,7 @@ def diff_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, output:
     changes drain nodes. Exit 0 when nothing would change, 2 when something would, 1 on error.
     """
     app.output = output
-    validated = validated_or_exit(app, spec, (), False)
+    validated = validated_or_exit(app, spec, (), False, state_dir)
     plan = validated.plan
     state = StateDir(state_dir, plan.cluster.name)
     try:

@@ -30,7 +30,7 @@ def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bo
 
     Refuses while Slurm runs jobs on it, unless --force.
     """
-    plan = validated_or_exit(app, spec, (), False).plan
+    plan = validated_or_exit(app, spec, (), False, state_dir).plan
     state = StateDir(state_dir, plan.cluster.name)
     try:
         machines = for_kind(plan.cluster.provider).status(plan, state.path)

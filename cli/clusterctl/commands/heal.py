@@ -37,7 +37,7 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     when every clusterctl-drained node is back (or none was drained), 1 when one stays unhealthy.
     """
     app.output = output
-    plan = validated_or_exit(app, spec, (), False).plan
+    plan = validated_or_exit(app, spec, (), False, state_dir).plan
     state = StateDir(state_dir, plan.cluster.name)
     executor = executor_for(plan, state.path)
     try:

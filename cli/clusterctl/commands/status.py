@@ -23,12 +23,15 @@ from clusterctl.commands.image import lock_option
 from clusterctl.image.drift import DPKG_QUERY, PackageListError, compare_packages, parse_packages
 from clusterctl.image.lock import LockedImage, LockError, expected_packages, lock_path, read_lock
 from clusterctl.plan import Plan
+from clusterctl.plan.models import PlanNode
 from clusterctl.render import render_files
 from clusterctl.run.executor import Executor, executor_for, run_many
 from clusterctl.run.providers import ProviderError, for_kind
+from clusterctl.run.readiness import slurm_node_states
 from clusterctl.run.state import StateDir, StateDirError
 
-_POWER = {"idle~": "powered down", "idle#": "powering up", "idle%": "powering down", "down~": "powered down"}
+# sinfo's %t names of the states scontrol's are read into (run/readiness.py).
+_COMPACT = {"drained": "drain", "draining": "drng", "mixed": "mix", "allocated": "alloc", "completing": "comp"}
 
 
 def power_state(raw: str, machine: str) -> str:
@@ -92,6 +95,13 @@ def collect_status(
                 slurm[parts[0]] = parts[1]
                 if parts[2] not in ("none", ""):
                     reasons[parts[0]] = parts[2]
+        if any(n.hostname not in slurm for n in plan.nodes if n.role == "compute" and not n.burst):
+            # sinfo lists only nodes in a partition: free spares and replaced nodes come from scontrol.
+            for host, (node_state, _gres, reason) in slurm_node_states(remote, controller).items():
+                if host not in slurm:
+                    slurm[host] = _COMPACT.get(node_state, node_state)
+                    if reason:
+                        reasons[host] = reason
         ver = remote.run(controller, "sinfo --version", 30)[1].strip()
         if ver:
             versions["slurm"] = ver.removeprefix("slurm ").removeprefix("slurm-wlm ")
@@ -129,6 +139,8 @@ def collect_status(
         }
         if node.burst:
             entry["power"] = power_state(raw, entry["machine"])
+        if service := spare_service(node):
+            entry["spare"] = service
         if node.hostname in packages:
             entry["packages"] = packages[node.hostname]
         nodes.append(entry)
@@ -141,6 +153,25 @@ def collect_status(
         "drift": drift,
         "emulated_gpus": plan.cluster.emulated_gpus,
     }
+
+
+def spare_service(node: PlanNode) -> str:
+    """What a node is to the hot spares: a free spare, a spare in use (and whose place) or a replaced node."""
+    if node.spare:
+        return "free spare"
+    if node.replaces:
+        return f"spare, replaces {node.replaces}"
+    if node.replaced_by:
+        return f"replaced by {node.replaced_by}"
+    return ""
+
+
+def _spares_line(plan: Plan) -> str | None:
+    free = [n.hostname for n in plan.nodes if n.spare]
+    used = [f"{n.hostname} for {n.replaces}" for n in plan.nodes if n.replaces]
+    if not free and not used:
+        return None
+    return f"Spares: {len(free)} free ({', '.join(free) or 'none'}); {len(used)} in use ({', '.join(used) or 'none'})."
 
 
 def _packages_cell(node: dict[str, Any]) -> str:
@@ -169,7 +200,7 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
     the image has not are counted, not drift).
     """
     app.output = output
-    plan = validated_or_exit(app, spec, (), False).plan
+    plan = validated_or_exit(app, spec, (), False, state_dir).plan
     path = lock_path(spec, lock_file)
     try:
         lock = read_lock(path)
@@ -188,6 +219,9 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
         return
     table = Table(title=f"Cluster {plan.cluster.name} ({plan.cluster.provider}): {data['state']}")
     columns = ["node", "role", "machine", "slurm", "power", "GPUs", "reason"]
+    spares = _spares_line(plan)
+    if spares:
+        columns.append("spare")
     if images:
         columns.append("packages")
     for col in columns:
@@ -202,6 +236,8 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
             node["gpus"],
             node["reason"],
         ]
+        if spares:
+            row.append(node.get("spare", ""))
         if images:
             row.append(_packages_cell(node))
         table.add_row(*row)
@@ -212,6 +248,8 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
         f"{', '.join(f'{k} {v}' for k, v in sorted(plan.cluster.versions.items()))}",
         markup=False,
     )
+    if spares:
+        app.out.print(spares, markup=False)
     if plan.cluster.emulated_gpus:
         app.out.print("GPUs are emulated on this cluster (local provider): GPU roles are skipped.", markup=False)
     for line in data["drift"]:

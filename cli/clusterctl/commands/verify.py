@@ -80,7 +80,7 @@ def verify_cmd(
     Exit 0 when nothing failed, 1 when a check failed.
     """
     app.output = output
-    result = validated_or_exit(app, spec, (), False)
+    result = validated_or_exit(app, spec, (), False, state_dir)
     plan = result.plan
     try:
         select_checks(_names(only), _names(skip))

@@ -13,6 +13,7 @@ Slurm (plan/slurm.py), storage (plan/storage.py), sizing (plan/sizing.py) and pr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from clusterctl.plan.nccl import nccl_profiles
 from clusterctl.plan.nccl_cloud import gcp_versions
 from clusterctl.plan.nodes import make_nodes, node_groups, place_nodes
 from clusterctl.plan.rdma import ipoib_addresses
+from clusterctl.plan.service import Swap
 from clusterctl.plan.sizing import checkpoint_bytes, resolve_gpus, resolve_power, resolve_workload
 from clusterctl.plan.slurm import resolve_slurm
 from clusterctl.plan.storage import resolve_storage, systemd_mount_unit
@@ -81,17 +83,18 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
     )
 
 
-def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml") -> Plan:
+def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml", swaps: Sequence[Swap] = ()) -> Plan:
     """Resolve ``spec`` into a plan.
 
     Args:
         spec: a spec that passed validation.
         base_dir: directory relative paths in the spec (machines.csv) are resolved against.
         spec_file: how the spec is named in generated files.
+        swaps: the spares put in service so far (the cluster's state; plan/service.py).
     """
     seats, assumptions = place_nodes(spec, base_dir)
     fabric = resolve_fabric(spec, seats)
-    nodes = make_nodes(spec, seats, fabric.links, {s.hostname: ipoib_addresses(spec, s) for s in seats})
+    nodes = make_nodes(spec, seats, fabric.links, {s.hostname: ipoib_addresses(spec, s) for s in seats}, swaps)
     nccl = nccl_profiles(spec)
     gpus = resolve_gpus(nodes)
     storage, lnet = resolve_storage(spec, nodes, checkpoint_bytes(spec))

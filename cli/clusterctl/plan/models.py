@@ -44,7 +44,9 @@ class PlanNode(PlanModel):
     index: int = Field(description="1-based index within its group")
     address: str
     rack: str
-    spare: bool = False
+    spare: bool = Field(False, description="a free hot spare: in no partition")
+    replaces: str | None = Field(None, description="the failed node whose place this spare took (node replace)")
+    replaced_by: str | None = Field(None, description="out of service: the spare that took its place")
     burst: bool = False
     emulated: bool = False
     gpus: int = 0
@@ -61,6 +63,11 @@ class PlanNode(PlanModel):
     bmc: str | None = None
     mac: str | None = None
 
+    @property
+    def in_service(self) -> bool:
+        """In its partitions: neither a free spare nor a failed node a spare replaced."""
+        return not self.spare and self.replaced_by is None
+
 
 class NodeGroupPlan(PlanModel):
     """A node group as planned."""
@@ -71,7 +78,7 @@ class NodeGroupPlan(PlanModel):
     count: int
     spares: int
     hosts: str = Field(description="hostlist of every node in the group")
-    active_hosts: str = Field(description="hostlist of the non-spare nodes")
+    active_hosts: str = Field(description="hostlist of the nodes in service (neither spares nor replaced)")
     burst: bool = False
 
 
@@ -222,6 +229,7 @@ class SlurmPlan(PlanModel):
     gres_lines: list[GresLine] = Field(default_factory=list)
     partitions: list[SlurmPartitionPlan] = Field(default_factory=list)
     spares: str | None = Field(None, description="hostlist of hot spares (defined, in no partition)")
+    replaced: str | None = Field(None, description="hostlist of failed nodes a spare replaced (in no partition)")
     burst: list[BurstGroupPlan] = Field(default_factory=list)
     suspend_exclude: str | None = Field(None, description="hostlist of nodes power saving never touches")
     suspend_exclude_states: bool = Field(False, description="SuspendExcStates is known to this Slurm (23.02+)")
@@ -730,6 +738,7 @@ class Plan(PlanModel):
                 "by_group": by_group,
                 "by_role": by_role,
                 "spares": sum(1 for n in self.nodes if n.spare),
+                "replaced": sum(1 for n in self.nodes if n.replaced_by),
                 "burst": sum(1 for n in self.nodes if n.burst),
             },
             "gpus": self.gpus.model_dump(),

@@ -9,7 +9,7 @@ RDMA settings are computed from the seats; :func:`make_nodes` then builds every
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
@@ -17,6 +17,7 @@ from pathlib import Path
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
 from clusterctl.hostlist import compress
 from clusterctl.plan.models import NodeGroupPlan, PlanNode
+from clusterctl.plan.service import Swap, place
 from clusterctl.spec.machines import Machine, MachinesError, read_machines
 from clusterctl.spec.models import HardwareProfile, NodeGroup, Spec
 
@@ -170,11 +171,14 @@ def make_nodes(
     seats: list[Seat],
     fabric_links: Mapping[str, NodeLinks],
     ipoib: Mapping[str, list[str]],
+    swaps: Sequence[Swap] = (),
 ) -> list[PlanNode]:
-    """The plan's nodes, each built once from its seat, its links and its IPoIB addresses."""
+    """The plan's nodes, each built once from its seat, its links, its IPoIB addresses and the spares' swaps."""
+    placed = place({s.hostname: (s.group.hardware, s.index > s.group.count - s.group.spares) for s in seats}, swaps)
     nodes: list[PlanNode] = []
     for seat in seats:
         profile, group = seat.profile, seat.group
+        placement = placed[seat.hostname]
         gpu = GPU_MODELS[profile.gpus.model] if profile.gpus else None
         links = _links(seat, fabric_links)
         nodes.append(
@@ -187,7 +191,9 @@ def make_nodes(
                 index=seat.index,
                 address=seat.address,
                 rack=seat.rack,
-                spare=seat.index > group.count - group.spares,
+                spare=placement.role == "spare",
+                replaces=placement.replaces,
+                replaced_by=placement.replaced_by,
                 burst=seat.burst,
                 emulated=seat.emulated,
                 gpus=profile.gpus.count if profile.gpus else 0,
@@ -221,7 +227,7 @@ def node_groups(spec: Spec, nodes: list[PlanNode]) -> list[NodeGroupPlan]:
                 count=group.count,
                 spares=group.spares,
                 hosts=compress(n.hostname for n in members),
-                active_hosts=compress(n.hostname for n in members if not n.spare),
+                active_hosts=compress(n.hostname for n in members if n.in_service),
                 burst=group.burst is not None,
             )
         )

@@ -57,7 +57,7 @@ def resolve_gpus(nodes: list[PlanNode]) -> GpuPlan:
         by_model[model.name] = by_model.get(model.name, 0) + node.gpus
         total += node.gpus
         hbm += node.gpus * model.hbm_gib
-        if not node.spare:
+        if node.in_service:
             active += node.gpus
             peak += node.gpus * model.bf16_dense_tflops / 1000
     return GpuPlan(total=total, active=active, hbm_gib=hbm, by_model=by_model, peak_bf16_pflops=round(peak, 2))

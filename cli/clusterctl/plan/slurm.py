@@ -187,10 +187,11 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
     # The cloud vendor's settings for its GPU machine types (plan.nccl_cloud: GCP A3 Mega/Ultra).
     vendor = {p.hardware: p.slurm for p in nccl if p.slurm is not None}
     partitions = [
-        _partition(part, [n for g in part.groups for n in by_group.get(g, []) if not n.spare], compute.burst, vendor)
+        _partition(part, [n for g in part.groups for n in by_group.get(g, []) if n.in_service], compute.burst, vendor)
         for part in spec.slurm.partitions
     ]
     spares = [n.hostname for n in nodes if n.spare]
+    replaced = [n.hostname for n in nodes if n.replaced_by]
     block_sizes: list[int] = []
     if spec.slurm.topology == "block" and blocks:
         block_sizes = _block_sizes(fabric.plan.su_size or spec.fabric.nodes_per_rack or 1, len(blocks))
@@ -211,6 +212,7 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
         gres_lines=compute.gres_lines,
         partitions=partitions,
         spares=compress(spares) if spares else None,
+        replaced=compress(replaced) if replaced else None,
         burst=compute.burst,
         suspend_exclude=compress(n.hostname for n in nodes if not n.burst) if compute.burst else None,
         suspend_exclude_states=at_least(spec.versions.slurm, SLURM_SUSPEND_EXC_STATES),

@@ -6,11 +6,12 @@ cannot be skipped: ``check_skip`` refuses them by name or code, before any spec 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterctl.plan import Plan, build_plan
+from clusterctl.plan.service import Swap
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.findings import Path as FieldPath
 from clusterctl.spec.loader import LoadedSpec
@@ -121,8 +122,12 @@ def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str]
     return register
 
 
-def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
+def run_rules(
+    loaded: LoadedSpec, skip: Iterable[str] = (), swaps: Sequence[Swap] = ()
+) -> tuple[list[Finding], Plan | None]:
     """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed).
+
+    ``swaps``: the spares the cluster put in service so far (its state), which the plan applies.
 
     Raises:
         ValueError: ``skip`` names an unknown rule, or a safety rule (``UnskippableRuleError``).
@@ -137,7 +142,7 @@ def run_rules(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Findin
         if phase == 1:
             if any(f.level is Level.ERROR for f in findings):
                 return _sorted(findings), None
-            ctx.plan = build_plan(loaded.spec, loaded.base_dir, str(loaded.path))
+            ctx.plan = build_plan(loaded.spec, loaded.base_dir, str(loaded.path), swaps)
     return _sorted(findings), ctx.plan
 
 
@@ -145,13 +150,15 @@ def _sorted(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.file, f.line, f.column, f.code))
 
 
-def validate(loaded: LoadedSpec, skip: Iterable[str] = ()) -> tuple[list[Finding], Plan | None]:
+def validate(
+    loaded: LoadedSpec, skip: Iterable[str] = (), swaps: Sequence[Swap] = ()
+) -> tuple[list[Finding], Plan | None]:
     """Run the rules; the plan returned is the built one with the findings in ``plan.findings``.
 
     Why a copy: the plan is frozen; its findings are known only once the phase-2 rules have
     read it, so the plan that carries them is a new one.
     """
-    findings, plan = run_rules(loaded, skip)
+    findings, plan = run_rules(loaded, skip, swaps)
     if plan is not None:
         plan = plan.model_copy(update={"findings": [f.to_dict() for f in findings]})
     return findings, plan

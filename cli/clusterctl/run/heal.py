@@ -38,6 +38,7 @@ class Drained:
 
     host: str
     reason: str
+    replaced_by: str | None = None
 
     @property
     def ours(self) -> bool:
@@ -57,7 +58,7 @@ def drained_nodes(nodes: tuple[SlurmNode, ...], plan: Plan) -> list[Drained]:
     for planned in plan.nodes:
         node = by_name.get(planned.hostname)
         if planned.role == "compute" and node is not None and node.drained:
-            out.append(Drained(planned.hostname, node.reason))
+            out.append(Drained(planned.hostname, node.reason, planned.replaced_by))
     return out
 
 
@@ -75,7 +76,8 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
 
     Returns:
         One finding per drained node: ``heal.resumed`` (info), ``heal.unhealthy`` (error: still
-        drained), ``heal.foreign`` (info: an admin's drain, untouched), ``heal.ready`` (info:
+        drained), ``heal.foreign`` (info: an admin's drain, untouched), ``heal.leaving`` and
+        ``heal.replaced`` (info: out of service on purpose, untouched), ``heal.ready`` (info:
         healthy, not resumed under ``dry_run``).
 
     Raises:
@@ -102,7 +104,17 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
         for d in drained
         if d.leaving
     ]
-    ours = [d for d in drained if d.ours and not d.leaving]
+    findings += [
+        _about(
+            d,
+            "heal.replaced",
+            f"left drained: spare {d.replaced_by} took its place (clusterctl node replace).",
+            hint="Once it is repaired, `clusterctl node return` health-checks it and makes it a spare.",
+        )
+        for d in drained
+        if d.ours and d.replaced_by
+    ]
+    ours = [d for d in drained if d.ours and not d.leaving and not d.replaced_by]
     checks = run_many(executor, [(d.host, HEALTHCHECK_PATH, HEALTH_TIMEOUT_S) for d in ours])
     healthy = [d for d, (rc, _o, _e) in zip(ours, checks, strict=True) if rc == 0]
     for d, (rc, check_out, check_err) in zip(ours, checks, strict=True):

@@ -15,6 +15,7 @@ from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
+from clusterctl.plan.service import applied, read_swaps, spec_roles
 from clusterctl.run import converged
 from clusterctl.run.ansible import ConfigureResult, forget_facts, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
@@ -24,7 +25,7 @@ from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
 from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S, REASON, RetireError, drain_and_wait, leaving
-from clusterctl.run.state import StateDir
+from clusterctl.run.state import SWAPS_KEY, StateDir
 
 # Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
 MUNGE_KEY = ("munge.key", 1024, True, 0o400)
@@ -88,6 +89,7 @@ def up(
     images: Mapping[str, LockedImage] | None = None,
     converge: bool = False,
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_S,
+    stream_ansible: bool = False,
 ) -> UpResult:
     """Bring the cluster to the plan. The caller holds the state lock.
 
@@ -96,7 +98,8 @@ def up(
     configure stage only; the others run both stages. When nothing the configure stage reads
     changed and every node is as the last converge left it (run/converged.py), the stage is
     skipped unless ``converge``. Nodes the plan no longer has are drained and their jobs waited
-    for (at most ``drain_timeout`` seconds) before they are removed (run/retire.py).
+    for (at most ``drain_timeout`` seconds) before they are removed (run/retire.py). Ansible's output
+    goes to the build directory's log, and to stdout too with ``stream_ansible``.
     """
     plan = validated.plan
     if plan.baremetal is not None and images:
@@ -156,6 +159,7 @@ def up(
         # Kept until a configure run succeeds: a run that failed half-way must still restart the daemons.
         state.update(slurm_nodes_changed=True)
     state.update(nodes={h.hostname: h.container or h.address for h in result.hosts}, status="provisioned")
+    _forget_dropped_swaps(plan, state)
     events.phase_done("provision", message=f"{len(result.hosts)} node(s)")
     _timed(result.timings, "provision", t1)
 
@@ -168,8 +172,11 @@ def up(
     extravars = inputs_vars | action
     # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
-    limit = ["all", "!burst"] if any(n.burst for n in plan.nodes) else None
-    configured = [h.hostname for h in result.hosts]
+    # A node a spare replaced is out of service (often unreachable) until `clusterctl node return`.
+    out = [n.hostname for n in plan.nodes if n.replaced_by]
+    limit = ["all", *(["!burst"] if any(n.burst for n in plan.nodes) else []), *(f"!{h}" for h in out)]
+    limit = limit if len(limit) > 1 else None
+    configured = [h.hostname for h in result.hosts if h.hostname not in out]
     inputs = converged.fingerprint(build_dir, inputs_vars, limit)
     executor = executor_for(plan, state.path)
     unchanged = (
@@ -185,7 +192,9 @@ def up(
         if unchanged is not None:
             events.info(f"configure stage runs: {unchanged.reason}", phase="configure")
         state.update(**{converged.STATE_KEY: None})
-        result.configure = run_playbook(build_dir, state.path, events, extravars=extravars, limit=limit)
+        result.configure = run_playbook(
+            build_dir, state.path, events, extravars=extravars, limit=limit, stream=stream_ansible
+        )
         cfg = result.configure
         if cfg.succeeded:
             state.update(slurm_nodes_changed=False)
@@ -228,6 +237,17 @@ def up(
         result.error = "the cluster is configured but not ready"
     result.timings["total"] = round(time.monotonic() - t0, 1)
     return result
+
+
+def _forget_dropped_swaps(plan: Plan, state: StateDir) -> None:
+    """Drop the recorded swaps this spec no longer allows (a node removed, spares changed).
+
+    Else a spec that later has those nodes and spares again would apply a stale swap to new machines.
+    """
+    swaps = read_swaps(state.read().get(SWAPS_KEY))
+    kept = applied(spec_roles(plan), swaps)
+    if kept != swaps:
+        state.update(**{SWAPS_KEY: [s.to_dict() for s in kept]})
 
 
 def down(plan: Plan, state: StateDir, events: EventBus, *, build_dir: Path | None = None, yes: bool = False) -> None:

@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
+from clusterctl.plan.models import PlanNode
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import Executor
+from clusterctl.verify.parsers.scontrol import NODES_COMMAND, parse_scontrol_nodes
+from clusterctl.verify.result import ParseError
 
 PHASE = "readiness"
 
@@ -36,28 +39,46 @@ class Readiness:
         return not self.problems
 
 
-def _sinfo(remote: Executor, controller: str) -> dict[str, tuple[str, str, str]]:
-    _, out, _ = remote.run(controller, "sinfo -h -N -o '%N|%T|%G|%E'", 30)
+def slurm_node_states(remote: Executor, controller: str) -> dict[str, tuple[str, str, str]]:
+    """Node -> (state as sinfo names it, GRES, reason).
+
+    From scontrol: sinfo leaves out the nodes in no partition (free spares, replaced nodes).
+    """
+    _, out, _ = remote.run(controller, NODES_COMMAND, 30)
+    try:
+        listed = parse_scontrol_nodes(out)
+    except ParseError:
+        return {}
     nodes: dict[str, tuple[str, str, str]] = {}
-    for line in out.splitlines():
-        parts = line.split("|")
-        if len(parts) == 4:
-            nodes[parts[0]] = (parts[1].lower().rstrip("*~#!%$@^-+"), parts[2], parts[3])
+    for node in listed:
+        state = node.state.lower()
+        if node.drained:
+            state = "drained" if state in ("idle", "down") else "draining"
+        gres = ",".join(":".join(str(p) for p in (g.name, g.type, g.count) if p is not None) for g in node.gres)
+        nodes[node.name] = (state, gres, node.reason)
     return nodes
 
 
+def _left_as_is(node: PlanNode, state: str, reason: str) -> str | None:
+    """Why a node that is not idle is fine as it is (a note), or None."""
+    if reason.startswith(VERIFY_REASON):
+        return f"{node.hostname} is drained by clusterctl verify ({reason}); left as it is"
+    if node.spare and state.startswith("drain"):
+        return f"spare {node.hostname} is drained ({reason}); `clusterctl node replace` does not take it until resumed"
+    return None
+
+
 def check_slurm(plan: Plan, remote: Executor, result: Readiness, timeout: float = 90) -> None:
-    """Compute nodes registered, idle, with the planned GRES."""
+    """Compute nodes registered, idle, with the planned GRES (replaced nodes are out of service: not checked)."""
     controller = plan.slurm.controllers[0]
-    expected = {n.hostname: n for n in plan.nodes if n.role == "compute" and not n.burst}
+    expected = {n.hostname: n for n in plan.nodes if n.role == "compute" and not n.burst and not n.replaced_by}
     deadline = time.monotonic() + timeout
     while True:
-        nodes = _sinfo(remote, controller)
+        nodes = slurm_node_states(remote, controller)
         waiting = [
             h
-            for h in expected
-            if nodes.get(h, ("", "", ""))[0] not in GOOD_STATES
-            and not nodes.get(h, ("", "", ""))[2].startswith(VERIFY_REASON)
+            for h, node in expected.items()
+            if (got := nodes.get(h, ("", "", "")))[0] not in GOOD_STATES and not _left_as_is(node, got[0], got[2])
         ]
         if not waiting or time.monotonic() > deadline:
             break
@@ -65,8 +86,8 @@ def check_slurm(plan: Plan, remote: Executor, result: Readiness, timeout: float 
     for host, node in expected.items():
         state, gres, reason = nodes.get(host, ("missing", "", ""))
         result.node_states[host] = state
-        if reason.startswith(VERIFY_REASON):
-            result.notes.append(f"{host} is drained by clusterctl verify ({reason}); left as it is")
+        if state not in GOOD_STATES and (note := _left_as_is(node, state, reason)):
+            result.notes.append(note)
             continue
         if state not in GOOD_STATES:
             why = f" ({reason})" if reason and reason != "none" else ""
@@ -95,7 +116,7 @@ def check_topology(plan: Plan, remote: Executor, result: Readiness) -> None:
 def check_munge(plan: Plan, remote: Executor, result: Readiness) -> None:
     """munge encodes and decodes on every (non-burst) node."""
     for node in plan.nodes:
-        if node.burst:
+        if node.burst or node.replaced_by:
             continue
         _, out, err = remote.run(node.hostname, "munge -n | unmunge | grep -c 'STATUS: *Success'", 30)
         if out.strip() != "1":
@@ -110,12 +131,13 @@ _PROM_QUERY = (
 
 
 def check_monitoring(plan: Plan, remote: Executor, result: Readiness, timeout: float = 90) -> None:
-    """Prometheus sees every rendered target up (waits for the first scrapes)."""
+    """Prometheus sees every rendered target up (waits for the first scrapes); replaced nodes may be down."""
     mon = plan.monitoring
     if not mon.prometheus or not mon.prometheus_host:
         return
-    want = {f"{h}:{mon.node_exporter_port}" for h in mon.node_exporter_targets}
-    want |= {f"{h}:{mon.dcgm_exporter_port}" for h in mon.dcgm_exporter_targets}
+    out = {n.hostname for n in plan.nodes if n.replaced_by}
+    want = {f"{h}:{mon.node_exporter_port}" for h in mon.node_exporter_targets if h not in out}
+    want |= {f"{h}:{mon.dcgm_exporter_port}" for h in mon.dcgm_exporter_targets if h not in out}
     deadline = time.monotonic() + timeout
     down: set[str] = set(want)
     while time.monotonic() < deadline:

@@ -324,6 +324,10 @@ def open_lock(path: Path) -> IO[str]:
     return os.fdopen(fd, "r+")
 
 
+SWAPS_KEY = "spares"
+"""state.json's list of spares put in service (plan/service.py)."""
+
+
 class StateDir:
     """``<root>/<cluster>/`` and what lives in it."""
 

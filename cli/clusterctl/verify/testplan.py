@@ -147,12 +147,12 @@ class NcclOptions:
 
 
 def eligible_nodes(plan: Plan) -> list[PlanNode]:
-    """GPU compute nodes Slurm can run jobs on: neither hot spares nor burst nodes.
+    """GPU compute nodes Slurm can run jobs on: in service (neither free spares nor replaced) and not burst.
 
-    Why: spares are in no partition and burst nodes are powered off until a job asks for
+    Why: free spares and replaced nodes are in no partition and burst nodes are powered off until a job asks for
     them; their per-node checks still run where a host exists.
     """
-    return [n for n in plan.nodes if n.role == "compute" and n.gpus and not n.spare and not n.burst]
+    return [n for n in plan.nodes if n.role == "compute" and n.gpus and n.in_service and not n.burst]
 
 
 def fabric_groups(plan: Plan) -> tuple[GroupKind, dict[str, tuple[str, ...]]]:
