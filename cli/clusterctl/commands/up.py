@@ -178,7 +178,7 @@ def up_cmd(
     app.output = output
     if locked and no_image:
         raise click.UsageError("--locked and --no-image exclude each other.")
-    validated = validated_or_exit(app, spec, skip_rules, strict)
+    validated = validated_or_exit(app, spec, skip_rules, strict, state_dir)
     plan = validated.plan
     try:
         _require_engine_for(plan)
@@ -199,6 +199,7 @@ def up_cmd(
                 images=images,
                 converge=converge,
                 drain_timeout=drain_timeout,
+                stream_ansible=app.verbosity > 0 and not app.json,
             )
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)

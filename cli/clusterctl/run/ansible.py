@@ -190,8 +190,13 @@ def run_playbook(
     limit: Sequence[str] | None = None,
     playbook: Path | None = None,
     ident: str | None = None,
+    stream: bool = False,
 ) -> ConfigureResult:
-    """Run ``site.yml`` (or ``playbook``) over the build directory's inventory."""
+    """Run ``site.yml`` (or ``playbook``) over the build directory's inventory.
+
+    Ansible's output goes to ``logs/ansible.log`` in the build directory; ``stream`` shows it on
+    stdout as well (``--verbose``).
+    """
     import ansible_runner
 
     private = (build_dir / "ansible").resolve()
@@ -250,7 +255,7 @@ def run_playbook(
                 cmdline=shlex.join(["-e", f"@{extravars_path}"]) if extravars_path else None,
                 limit=",".join(limit) if limit else None,
                 event_handler=on_event,
-                quiet=True,
+                quiet=not stream,
                 ident=ident,
                 rotate_artifacts=3,
                 # Job events hold every task's output: they go to the private state directory,
