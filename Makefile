@@ -63,13 +63,13 @@ golden: venv
 	$(PYTEST) -q tests/golden --update-golden
 
 integration: setup
-	$(PYTEST) -q tests/integration
+	$(PYTEST) -q --durations=10 tests/integration
 
 molecule: setup
 	bash scripts/molecule-all.sh $(ROLE)
 
 e2e: setup
-	$(PYTEST) -q tests/e2e
+	$(PYTEST) -q --durations=15 tests/e2e
 
 # The README's test command: everything, failing loudly at the first broken step, with each
 # phase's time at the end.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the Molecule scenarios of every role (roles/*/molecule/*), MOLECULE_JOBS at a time (default 2,
+# Run the Molecule scenarios of every role (roles/*/molecule/*), MOLECULE_JOBS at a time (default 3,
 # longest first), and after the slurm `cluster` scenario the secrets test against its artifacts.
 # Prints each scenario's result and duration as it ends; exits 1 when anything failed (after running
 # the rest, unless --fail-fast).
@@ -10,8 +10,8 @@
 #   MOLECULE_JOBS=1 scripts/molecule-all.sh      # one at a time
 #
 # Scenarios can run side by side: their containers, networks and slurmd cgroup trees (named after
-# the node's hostname) are distinct. Two at a time on 2 cores overlaps one scenario's apt downloads
-# and waits with the other's Ansible work.
+# the node's hostname) are distinct. Three at a time on 2 cores overlaps the scenarios' apt downloads
+# and waits with the others' Ansible work.
 #
 # Logs: test-artifacts/molecule-logs/<role>-<scenario>.log. Needs Docker, the local image
 # (scripts/docker-bootstrap.sh) and the collections (scripts/ansible-collections.sh).
@@ -78,7 +78,7 @@ for pair in "${scenarios[@]}"; do
   [[ " ${longest[*]} " == *" $pair "* ]] || ordered+=("$pair")
 done
 
-jobs_max="${MOLECULE_JOBS:-2}"
+jobs_max="${MOLECULE_JOBS:-3}"
 mkdir -p "$LOGS"
 RESULTS="$(mktemp -d)"
 trap 'rm -rf "$RESULTS"' EXIT
