@@ -23,7 +23,12 @@ def _safe(name: str) -> str:
 
 def container_name(plan: Plan, node: PlanNode) -> str:
     """Docker container name of a local-provider node (cluster-prefixed, so clusters never clash)."""
-    return f"clusterctl-{plan.cluster.name}-{node.hostname}"
+    return host_container(plan.cluster.name, node.hostname)
+
+
+def host_container(cluster: str, hostname: str) -> str:
+    """Docker container name of host ``hostname`` of ``cluster``, in the plan or no longer."""
+    return f"clusterctl-{cluster}-{hostname}"
 
 
 def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from clusterctl.image import LABEL_HASH
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan, PlanNode
-from clusterctl.render.inventory import container_name
+from clusterctl.render.inventory import container_name, host_container
 from clusterctl.run.ansible import forget_facts
 from clusterctl.run.docker import DockerError, docker, engine_available, inspect, labelled
 from clusterctl.run.events import EventBus
@@ -266,7 +266,7 @@ class LocalProvider:
     def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
         """Remove the containers of ``hosts`` (this cluster's only) and the cgroup trees their slurmd left."""
         for host in hosts:
-            name = f"clusterctl-{plan.cluster.name}-{host}"
+            name = host_container(plan.cluster.name, host)
             info = inspect("container", name)
             if info is not None and info["Config"].get("Labels", {}).get(LABEL) == plan.cluster.name:
                 docker("rm", "-f", "-v", name)
@@ -280,7 +280,7 @@ class LocalProvider:
         if containers:
             docker("rm", "-f", "-v", *containers, timeout=600)
         for container in containers:
-            events.host("destroy", container.removeprefix(f"clusterctl-{plan.cluster.name}-"), "changed", "removed")
+            events.host("destroy", container.removeprefix(host_container(plan.cluster.name, "")), "changed", "removed")
         for volume in labelled("volume", label):
             docker("volume", "rm", "-f", volume)
         for network in labelled("network", label):
