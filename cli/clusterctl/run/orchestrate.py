@@ -174,8 +174,8 @@ def up(
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
     # A node a spare replaced is out of service (often unreachable) until `clusterctl node return`.
     out = [n.hostname for n in plan.nodes if n.replaced_by]
-    limit = ["all", *(["!burst"] if any(n.burst for n in plan.nodes) else []), *(f"!{h}" for h in out)]
-    limit = limit if len(limit) > 1 else None
+    excluded = [*(["!burst"] if any(n.burst for n in plan.nodes) else []), *(f"!{h}" for h in out)]
+    limit = ["all", *excluded] if excluded else None
     configured = [h.hostname for h in result.hosts if h.hostname not in out]
     inputs = converged.fingerprint(build_dir, inputs_vars, limit)
     executor = executor_for(plan, state.path)

@@ -135,9 +135,9 @@ def check_monitoring(plan: Plan, remote: Executor, result: Readiness, timeout: f
     mon = plan.monitoring
     if not mon.prometheus or not mon.prometheus_host:
         return
-    out = {n.hostname for n in plan.nodes if n.replaced_by}
-    want = {f"{h}:{mon.node_exporter_port}" for h in mon.node_exporter_targets if h not in out}
-    want |= {f"{h}:{mon.dcgm_exporter_port}" for h in mon.dcgm_exporter_targets if h not in out}
+    replaced = {n.hostname for n in plan.nodes if n.replaced_by}
+    want = {f"{h}:{mon.node_exporter_port}" for h in mon.node_exporter_targets if h not in replaced}
+    want |= {f"{h}:{mon.dcgm_exporter_port}" for h in mon.dcgm_exporter_targets if h not in replaced}
     deadline = time.monotonic() + timeout
     down: set[str] = set(want)
     while time.monotonic() < deadline:
