@@ -147,7 +147,13 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     type=click.FloatRange(min=0),
     default=DEFAULT_DRAIN_TIMEOUT_S,
     show_default=True,
-    help="Seconds to wait for the jobs on nodes leaving the cluster (drained first); then nothing is removed.",
+    help="Seconds to wait for the jobs on nodes leaving the cluster or in an upgrade batch (drained first).",
+)
+@click.option(
+    "--max-unavailable",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compute nodes upgraded at a time when the pinned versions changed [default: one SU, else 10 %].",
 )
 @lock_option
 @output_option
@@ -164,6 +170,7 @@ def up_cmd(
     no_image: bool,
     converge: bool,
     drain_timeout: float,
+    max_unavailable: int | None,
     lock_file: Path | None,
     output: str,
     skip_rules: tuple[str, ...],
@@ -200,6 +207,7 @@ def up_cmd(
                 converge=converge,
                 drain_timeout=drain_timeout,
                 stream_ansible=app.verbosity > 0 and not app.json,
+                max_unavailable=max_unavailable,
             )
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)

@@ -84,6 +84,27 @@ class ConfigureResult:
         return self.rc == 0 and not self.failures
 
 
+def merged(runs: Sequence[ConfigureResult]) -> ConfigureResult:
+    """Several runs of one configure stage (a rolling upgrade's batches) as one result."""
+    changed: dict[str, int] = {}
+    ok: dict[str, int] = {}
+    for run in runs:
+        for host, n in run.changed.items():
+            changed[host] = changed.get(host, 0) + n
+        for host, n in run.ok.items():
+            ok[host] = ok.get(host, 0) + n
+    last = runs[-1]
+    return ConfigureResult(
+        status=last.status,
+        rc=next((r.rc for r in runs if r.rc != 0), 0),
+        changed=changed,
+        ok=ok,
+        failures=[f for r in runs for f in r.failures],
+        seconds=sum(r.seconds for r in runs),
+        log=last.log,
+    )
+
+
 def collections_path() -> str:
     """Where the Ansible collections the roles need live: clusterctl's own first, then the others.
 

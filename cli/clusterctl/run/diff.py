@@ -139,8 +139,9 @@ def changes(
                     Change(
                         "version",
                         key,
-                        "installed on every node that runs it in the same run (up does not roll upgrades "
-                        "yet: drain those nodes first)",
+                        "controllers and login nodes first, then the compute nodes in service roll in batches "
+                        "(--max-unavailable): drained (clusterctl:upgrade), their jobs waited for, upgraded, "
+                        "health-checked and resumed",
                         True,
                         {"applied": old.get(key), "spec": now.get(key)},
                     )

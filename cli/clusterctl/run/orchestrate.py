@@ -6,7 +6,7 @@ Commands wire these to the terminal; tests and benchmarks call them directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,17 +15,19 @@ from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import baked_hosts, write_stage_inventory
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
+from clusterctl.plan.models import PlanNode
 from clusterctl.plan.service import applied, read_swaps, spec_roles
 from clusterctl.run import converged
-from clusterctl.run.ansible import ConfigureResult, forget_facts, run_playbook
+from clusterctl.run.ansible import ConfigureResult, forget_facts, merged, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
 from clusterctl.run.events import EventBus
-from clusterctl.run.executor import executor_for
+from clusterctl.run.executor import Executor, executor_for
 from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
 from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S, REASON, RetireError, drain_and_wait, leaving
 from clusterctl.run.state import SWAPS_KEY, StateDir
+from clusterctl.run.upgrade import PROGRESS_KEY, REBOOT_FOR, VERSIONS_KEY, Roll, changed_versions, rolling_nodes
 
 # Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
 MUNGE_KEY = ("munge.key", 1024, True, 0o400)
@@ -90,6 +92,7 @@ def up(
     converge: bool = False,
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_S,
     stream_ansible: bool = False,
+    max_unavailable: int | None = None,
 ) -> UpResult:
     """Bring the cluster to the plan. The caller holds the state lock.
 
@@ -99,7 +102,9 @@ def up(
     changed and every node is as the last converge left it (run/converged.py), the stage is
     skipped unless ``converge``. Nodes the plan no longer has are drained and their jobs waited
     for (at most ``drain_timeout`` seconds) before they are removed (run/retire.py). Ansible's output
-    goes to the build directory's log, and to stdout too with ``stream_ansible``.
+    goes to the build directory's log, and to stdout too with ``stream_ansible``. When the pinned
+    versions changed since the last converge, the compute nodes in service roll in batches of
+    ``max_unavailable`` (run/upgrade.py).
     """
     plan = validated.plan
     if plan.baremetal is not None and images:
@@ -179,27 +184,44 @@ def up(
     configured = [h.hostname for h in result.hosts if h.hostname not in out]
     inputs = converged.fingerprint(build_dir, inputs_vars, limit)
     executor = executor_for(plan, state.path)
+    before = state.read()
+    rolling = (
+        rolling_nodes(plan, list(recorded))
+        if changed_versions(before.get(VERSIONS_KEY), plan.cluster.versions) or before.get(PROGRESS_KEY)
+        else []
+    )
+    stopped = ""
     unchanged = (
         None
-        if converge or action
-        else converged.check(state.read().get(converged.STATE_KEY), inputs, configured, executor)
+        if converge or action or rolling
+        else converged.check(before.get(converged.STATE_KEY), inputs, configured, executor)
     )
     if unchanged is not None and unchanged.unchanged:
         result.configure = ConfigureResult(status="skipped", rc=0)
         result.converge_skipped = unchanged.reason
+        if not before.get(VERSIONS_KEY):
+            # The rendered files hold the pins, so nodes that match the last converge run these versions.
+            state.update(**{VERSIONS_KEY: dict(plan.cluster.versions)})
         events.phase_done("configure", "ok", f"skipped: {unchanged.reason} (`up --converge` runs the roles anyway)")
     else:
         if unchanged is not None:
             events.info(f"configure stage runs: {unchanged.reason}", phase="configure")
         state.update(**{converged.STATE_KEY: None})
-        result.configure = run_playbook(
-            build_dir, state.path, events, extravars=extravars, limit=limit, stream=stream_ansible
+
+        def converge_hosts(hosts: list[str] | None) -> ConfigureResult:
+            run_limit = limit if hosts is None else hosts
+            return run_playbook(
+                build_dir, state.path, events, extravars=extravars, limit=run_limit, stream=stream_ansible
+            )
+
+        result.configure, stopped = _configure(
+            plan, state, executor, events, converge_hosts, limit, rolling, max_unavailable, drain_timeout
         )
         cfg = result.configure
-        if cfg.succeeded:
-            state.update(slurm_nodes_changed=False)
+        if cfg.succeeded and not stopped:
+            state.update(slurm_nodes_changed=False, **{VERSIONS_KEY: dict(plan.cluster.versions)})
         state.update(
-            status="configured" if cfg.succeeded else "configure-failed",
+            status="upgrade-stopped" if stopped else ("configured" if cfg.succeeded else "configure-failed"),
             last_configure={
                 "rc": cfg.rc,
                 "changed": cfg.changed_total,
@@ -209,12 +231,16 @@ def up(
         )
         events.phase_done(
             "configure",
-            "ok" if cfg.succeeded else "failed",
-            f"{cfg.changed_total} changed task(s)",
+            "ok" if cfg.succeeded and not stopped else "failed",
+            f"{cfg.changed_total} changed task(s)" + (f"; rolling upgrade stopped: {stopped}" if stopped else ""),
             changed=cfg.changed_total,
         )
     _timed(result.timings, "configure", t2)
     cfg = result.configure
+    if stopped:
+        cfg.failures = with_causes(cfg.failures, executor)
+        result.error = f"the rolling upgrade stopped: {stopped}"
+        return result
     if not cfg.succeeded:
         cfg.failures = with_causes(cfg.failures, executor)
         hosts = ", ".join(sorted({f.host for f in cfg.failures})) or "unknown host"
@@ -237,6 +263,51 @@ def up(
         result.error = "the cluster is configured but not ready"
     result.timings["total"] = round(time.monotonic() - t0, 1)
     return result
+
+
+def _configure(
+    plan: Plan,
+    state: StateDir,
+    executor: Executor,
+    events: EventBus,
+    converge_hosts: Callable[[list[str] | None], ConfigureResult],
+    limit: list[str] | None,
+    rolling: list[PlanNode],
+    max_unavailable: int | None,
+    drain_timeout: float,
+) -> tuple[ConfigureResult, str]:
+    """Run the configure stage: at once, or, with ``rolling`` nodes, the others first and then a rolling upgrade.
+
+    Returns the runs' result (merged) and why the roll stopped ("" when it did not).
+    """
+    if not rolling:
+        return converge_hosts(None), ""
+    changed = changed_versions(state.read().get(VERSIONS_KEY), plan.cluster.versions)
+    pins = ", ".join(f"{name} {was or '-'} -> {now or '-'}" for name, (was, now) in changed.items())
+    events.info(
+        f"pinned versions changed ({pins or 'an interrupted upgrade'}): {len(rolling)} compute node(s) roll in batches",
+        phase="configure",
+    )
+    first = converge_hosts([*(limit or ["all"]), *(f"!{n.hostname}" for n in rolling)])
+    if not first.succeeded:
+        return first, ""
+    runs = [first]
+
+    def converge_batch(hosts: list[str]) -> ConfigureResult:
+        runs.append(converge_hosts(hosts))
+        return runs[-1]
+
+    roll = Roll(
+        plan,
+        state,
+        executor,
+        events,
+        converge_batch,
+        reboot=bool(REBOOT_FOR & set(changed)),
+        drain_timeout=drain_timeout,
+    )
+    rolled = roll.run(rolling, max_unavailable)
+    return merged(runs), rolled.stopped
 
 
 def _forget_dropped_swaps(plan: Plan, state: StateDir) -> None:

@@ -1,0 +1,208 @@
+"""Rolling upgrade of the pinned stack: a change to ``versions`` rolls through the compute nodes in batches.
+
+``up`` records the pinned versions of every configure run that succeeded. When the spec pins
+others, the nodes that are not in service for jobs (controllers, login nodes, free spares, new
+nodes) converge first, then the compute nodes in service go in batches (``--max-unavailable``;
+by default one scalable unit, else 10 % of them): each batch is drained with the reason
+``clusterctl:upgrade``, its running jobs are waited for (at most ``--drain-timeout``), it
+converges, it reboots where the driver changed (``scontrol reboot ASAP nextstate=DOWN``, so the
+node comes back out of service), it runs its health check, and only the nodes that pass are
+resumed. The first batch that fails stops the roll, its nodes left drained with the reason. The
+batches done are kept in the state, so the next ``up`` goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from clusterctl.plan.models import Plan, PlanNode
+from clusterctl.run.ansible import ConfigureResult
+from clusterctl.run.events import EventBus
+from clusterctl.run.heal import resume_command
+from clusterctl.run.jobs import Executor, run_many
+from clusterctl.run.running_jobs import ask_jobs
+from clusterctl.run.spares import health_check, slurm_nodes
+from clusterctl.run.state import StateDir
+from clusterctl.verify.base import last_line, launcher_host
+
+REASON = "clusterctl:upgrade"
+VERSIONS_KEY = "versions"
+PROGRESS_KEY = "upgrade"
+PHASE = "configure"
+POLL_S = 5.0
+REBOOT_TIMEOUT_S = 1800.0
+SCONTROL_TIMEOUT_S = 60.0
+REBOOT_FOR = frozenset({"nvidia_driver"})
+"""Pins whose change needs the node rebooted (the kernel modules of the driver in use)."""
+
+
+def changed_versions(recorded: Mapping[str, str] | None, planned: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Pins that differ from the last converge's: name -> (was, is); none without a record."""
+    if not recorded:
+        return {}
+    names = sorted(set(recorded) | set(planned))
+    return {n: (recorded.get(n, ""), planned.get(n, "")) for n in names if recorded.get(n) != planned.get(n)}
+
+
+def rolling_nodes(plan: Plan, existing: Sequence[str]) -> list[PlanNode]:
+    """The compute nodes that roll: in service for jobs and made before this ``up``."""
+    made = set(existing)
+    return [n for n in plan.nodes if n.role == "compute" and n.in_service and not n.burst and n.hostname in made]
+
+
+def batches(nodes: Sequence[PlanNode], max_unavailable: int | None) -> list[list[str]]:
+    """``nodes`` in batches: ``max_unavailable`` at a time; by default one SU each, else 10 % (at least one)."""
+    if max_unavailable is None and nodes and all(n.su is not None for n in nodes):
+        by_su: dict[int, list[str]] = {}
+        for node in nodes:
+            by_su.setdefault(node.su or 0, []).append(node.hostname)
+        return [by_su[su] for su in sorted(by_su)]
+    size = max_unavailable or max(1, math.ceil(len(nodes) / 10))
+    hosts = [n.hostname for n in nodes]
+    return [hosts[i : i + size] for i in range(0, len(hosts), size)]
+
+
+@dataclass
+class RollResult:
+    """What the roll did: the nodes upgraded, and why it stopped if it did."""
+
+    done: list[str] = field(default_factory=list)
+    stopped: str = ""
+    failures: list[ConfigureResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every batch upgraded and back in service."""
+        return not self.stopped
+
+
+def _scontrol(executor: Executor, plan: Plan, commands: Sequence[str]) -> list[str]:
+    """Run ``scontrol`` commands on the launcher; the error of each that failed."""
+    launcher = launcher_host(plan)
+    answers = run_many(executor, [(launcher, c, SCONTROL_TIMEOUT_S) for c in commands])
+    return [last_line(err) or last_line(out) or f"exit {rc}" for rc, out, err in answers if rc != 0]
+
+
+def _drain(host: str, reason: str = REASON) -> str:
+    return f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
+
+
+@dataclass
+class Roll:
+    """One rolling upgrade of ``plan``'s pins; :meth:`run` does the batches not done yet."""
+
+    plan: Plan
+    state: StateDir
+    executor: Executor
+    events: EventBus
+    converge: Callable[[list[str]], ConfigureResult]
+    reboot: bool = False
+    drain_timeout: float = 3600.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def _progress(self) -> list[str]:
+        """The nodes an interrupted roll to the same pins already upgraded."""
+        saved = self.state.read().get(PROGRESS_KEY) or {}
+        if saved.get("to") != dict(self.plan.cluster.versions):
+            return []
+        return [h for h in saved.get("done", []) if isinstance(h, str)]
+
+    def _save(self, done: list[str]) -> None:
+        self.state.update(**{PROGRESS_KEY: {"to": dict(self.plan.cluster.versions), "done": done}})
+
+    def run(self, nodes: Sequence[PlanNode], max_unavailable: int | None) -> RollResult:
+        """Roll through ``nodes`` in batches; stop at the first batch that fails."""
+        done = self._progress()
+        result = RollResult(done=list(done))
+        todo = [n for n in nodes if n.hostname not in done]
+        emulated = {n.hostname for n in nodes if n.emulated}
+        for i, batch in enumerate(batches(todo, max_unavailable), 1):
+            self.events.info(f"upgrade batch {i}: {', '.join(batch)} (drained: {REASON})", phase=PHASE)
+            stopped = self._batch(batch, reboot=[h for h in batch if self.reboot and h not in emulated], result=result)
+            if stopped:
+                result.stopped = stopped
+                return result
+            result.done += batch
+            self._save(result.done)
+        self.state.update(**{PROGRESS_KEY: None})
+        return result
+
+    def _batch(self, batch: list[str], *, reboot: list[str], result: RollResult) -> str:
+        """Upgrade one batch; the reason the roll stops, or "" when every node is back in service."""
+        before = slurm_nodes(self.plan, self.executor)
+        # A node someone else drained keeps that drain: it is upgraded, and left drained.
+        theirs = {h for h in batch if (n := before.get(h)) and n.drained and not n.reason.startswith(REASON)}
+        if errors := _scontrol(self.executor, self.plan, [_drain(h) for h in batch if h not in theirs]):
+            return f"could not drain {', '.join(batch)}: {errors[0]}"
+        waited = self._wait_for_jobs(batch)
+        if waited:
+            return waited
+        converged = self.converge(batch)
+        if not converged.succeeded:
+            result.failures.append(converged)
+            failed = ", ".join(sorted({f.host for f in converged.failures})) or ", ".join(batch)
+            return f"the upgrade failed on {failed}; the batch stays drained ({REASON})"
+        if reboot:
+            rebooted = self._reboot(reboot)
+            if rebooted:
+                return rebooted
+        sick = {}
+        for host in batch:
+            why = health_check(self.executor, host)
+            if why is not None:
+                sick[host] = why
+        back = [h for h in batch if h not in sick and h not in theirs]
+        if errors := _scontrol(self.executor, self.plan, [resume_command(h) for h in back]):
+            return f"upgraded {', '.join(back)} but Slurm did not resume them: {errors[0]}"
+        for host in back:
+            self.events.host(PHASE, host, "changed", "upgraded and resumed: its health check passed")
+        if sick:
+            lines = "; ".join(f"{h}: {why}" for h, why in sick.items())
+            return f"after the upgrade the health check failed on {lines}; they stay drained ({REASON})"
+        return ""
+
+    def _wait_for_jobs(self, batch: list[str]) -> str:
+        deadline = self.clock() + self.drain_timeout
+        told = ""
+        while True:
+            jobs = ask_jobs(self.executor, launcher_host(self.plan), batch)
+            if jobs.unknown:
+                return f"cannot tell which jobs run on {', '.join(batch)}: {jobs.unknown}"
+            if not jobs.running:
+                return ""
+            if self.clock() >= deadline:
+                return (
+                    f"{len(jobs.running)} job(s) still run on {', '.join(batch)} after {self.drain_timeout:.0f} s: "
+                    f"{jobs.describe()}; the batch stays drained ({REASON}). Run `clusterctl up` again when they "
+                    "ended (it goes on with this batch), or with a longer --drain-timeout."
+                )
+            if told != jobs.describe():
+                told = jobs.describe()
+                self.events.info(f"waiting for the jobs on the batch to end: {told}", phase=PHASE)
+            self.sleep(POLL_S)
+
+    def _reboot(self, hosts: list[str]) -> str:
+        """Reboot ``hosts`` through Slurm and wait until slurmd is back on each."""
+        booted = {h: n.fields.get("BootTime", "") for h, n in slurm_nodes(self.plan, self.executor).items()}
+        # nextstate=DOWN: the node comes back out of service; the health check decides its resume.
+        command = f"scontrol reboot ASAP nextstate=DOWN reason={shlex.quote(REASON)} {shlex.quote(','.join(hosts))}"
+        if errors := _scontrol(self.executor, self.plan, [command]):
+            return f"Slurm did not reboot {', '.join(hosts)}: {errors[0]}"
+        deadline = self.clock() + REBOOT_TIMEOUT_S
+        while True:
+            now = slurm_nodes(self.plan, self.executor)
+            waiting = [
+                h
+                for h in hosts
+                if (n := now.get(h)) is None or n.not_responding or n.fields.get("BootTime", "") == booted.get(h)
+            ]
+            if not waiting:
+                return ""
+            if self.clock() >= deadline:
+                return f"{', '.join(waiting)} did not come back within {REBOOT_TIMEOUT_S:.0f} s of the reboot"
+            self.sleep(POLL_S)
