@@ -509,6 +509,48 @@ def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalC
     assert summary["data"]["changed_tasks"] == 0, summary
 
 
+@pytest.mark.order(96)
+def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A new NCCL pin: the controller and login node first, then two GPU nodes at a time.
+
+    A job runs on gpu001 when the roll starts: its batch is drained and waits for it; the job
+    completes (never killed), every node is resumed after its health check, and the next `up`
+    has nothing to do. (The GPU roles skip emulated nodes: what rolls here is the converge.)"""
+    bumped = tmp_path / local_cluster.spec_path.name
+    text = local_cluster.spec_path.read_text()
+    assert 'nccl: "2.26.2"' in text
+    bumped.write_text(text.replace('nccl: "2.26.2"', 'nccl: "2.27.3"'))
+    options = ("--out", str(local_cluster.build_dir), "--yes", "--output", "json")
+    options += ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
+    job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 40'")
+    assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
+
+    rolled = local_cluster.cli("up", str(bumped), "--max-unavailable", "2", *options)
+    save_artifact("e2e-rolling-upgrade-up.jsonl", rolled.stdout + rolled.stderr)
+    assert rolled.returncode == 0, rolled.stdout[-3000:] + rolled.stderr[-3000:]
+    events = json_events(rolled.stdout)
+    said = [str(e["message"]) for e in events if e["kind"] == "message"]
+    assert [m for m in said if m.startswith("upgrade batch")] == [
+        "upgrade batch 1: gpu001, gpu002 (drained: clusterctl:upgrade)",
+        "upgrade batch 2: gpu003, gpu004 (drained: clusterctl:upgrade)",
+    ], said
+    assert any(f"{job} (gpu001)" in m for m in said), "the batch did not wait for the job on gpu001"
+    finished = local_cluster.exec("login001", f"sacct -X -n -P -j {job} -o State").stdout.strip()
+    assert finished == "COMPLETED", finished
+    resumed = {e["host"] for e in events if e["kind"] == "host" and "upgraded and resumed" in str(e["message"])}
+    assert resumed == {"gpu001", "gpu002", "gpu003", "gpu004"}
+    assert set(local_cluster.exec("login001", "sinfo -h -p gpu -N -o %t").stdout.split()) == {"idle"}
+
+    again = local_cluster.cli("up", str(bumped), *options)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    after = json_events(again.stdout)
+    summary = next(e for e in after if e["kind"] == "summary")
+    assert summary["data"]["changed_tasks"] == 0, summary
+    assert not [e for e in after if e["kind"] == "message" and str(e["message"]).startswith("upgrade batch")]
+
+
 @pytest.mark.order(98)
 def test_down_refuses_while_a_job_runs(local_cluster: LocalCluster) -> None:
     job = _submit(local_cluster, "--wrap 'sleep 600'")
