@@ -37,9 +37,9 @@ def leaving(plan: Plan, recorded: Mapping[str, str]) -> list[str]:
     return sorted(h for h in recorded if h not in planned)
 
 
-def drain_command(host: str) -> str:
-    """``scontrol update`` draining ``host`` with clusterctl's removal reason."""
-    return f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(REASON)}"
+def drain_command(host: str, reason: str = REASON) -> str:
+    """``scontrol update`` draining ``host`` with ``reason`` (by default clusterctl's removal reason)."""
+    return f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
 
 
 def drain_and_wait(

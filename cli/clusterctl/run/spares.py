@@ -10,13 +10,12 @@ passes is the swap marked returned and the node resumed, idle in no partition: a
 
 from __future__ import annotations
 
-import shlex
-
 from clusterctl.plan.models import Plan
 from clusterctl.plan.service import Swap, SwapError, choose_spare, read_swaps, replaceable
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.heal import HEALTH_TIMEOUT_S, NODES_COMMAND, SCONTROL_TIMEOUT_S, resume_command
 from clusterctl.run.jobs import Executor
+from clusterctl.run.retire import drain_command
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.verify.base import last_line, launcher_host
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
@@ -71,8 +70,7 @@ def replace(plan: Plan, state: StateDir, executor: Executor, failed: str) -> Swa
     spare = choose_spare(plan, failed, unusable)
     current = slurm.get(failed)
     if current is None or not current.drained:
-        reason = f"{REPLACED_REASON} by {spare.hostname}"
-        command = f"scontrol update nodename={shlex.quote(failed)} state=drain reason={shlex.quote(reason)}"
+        command = drain_command(failed, f"{REPLACED_REASON} by {spare.hostname}")
         rc, out, err = executor.run(launcher_host(plan), command, SCONTROL_TIMEOUT_S)
         if rc != 0:
             raise SwapError(f"could not drain {failed}: {_why(rc, out, err)}. Nothing was changed.")

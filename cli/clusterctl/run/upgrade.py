@@ -24,6 +24,7 @@ from clusterctl.run.ansible import ConfigureResult
 from clusterctl.run.events import EventBus
 from clusterctl.run.heal import resume_command
 from clusterctl.run.jobs import Executor, run_many
+from clusterctl.run.retire import drain_command
 from clusterctl.run.running_jobs import ask_jobs
 from clusterctl.run.spares import health_check, slurm_nodes
 from clusterctl.run.state import StateDir
@@ -87,10 +88,6 @@ def _scontrol(executor: Executor, plan: Plan, commands: Sequence[str]) -> list[s
     return [last_line(err) or last_line(out) or f"exit {rc}" for rc, out, err in answers if rc != 0]
 
 
-def _drain(host: str, reason: str = REASON) -> str:
-    return f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
-
-
 @dataclass
 class Roll:
     """One rolling upgrade of ``plan``'s pins; :meth:`run` does the batches not done yet."""
@@ -137,7 +134,7 @@ class Roll:
         before = slurm_nodes(self.plan, self.executor)
         # A node someone else drained keeps that drain: it is upgraded, and left drained.
         theirs = {h for h in batch if (n := before.get(h)) and n.drained and not n.reason.startswith(REASON)}
-        if errors := _scontrol(self.executor, self.plan, [_drain(h) for h in batch if h not in theirs]):
+        if errors := _scontrol(self.executor, self.plan, [drain_command(h, REASON) for h in batch if h not in theirs]):
             return f"could not drain {', '.join(batch)}: {errors[0]}"
         waited = self._wait_for_jobs(batch)
         if waited:
