@@ -18,6 +18,7 @@ from clusterctl.report import STOPPED_INPUT, command_name, document
 from clusterctl.run.executor import executor_for
 from clusterctl.run.heal import HealError, heal
 from clusterctl.run.state import LockedError, StateDir, StateDirError
+from clusterctl.run.upgrade import not_upgraded
 from clusterctl.spec.findings import Level
 from clusterctl.verify.base import launcher_host
 
@@ -43,7 +44,7 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     try:
         # Not while `up` runs: it drains the nodes it removes, which heal must not resume under it.
         with state.lock("heal"):
-            findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run)
+            findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run, upgrading=not_upgraded(plan, state))
     except (HealError, LockedError, StateDirError) as exc:
         if app.json:
             app.print_json(document(command_name(), [], ok=False, stopped=STOPPED_INPUT, error=str(exc)))

@@ -11,12 +11,14 @@ An unhealthy node stays drained (the health check puts its own reason on it).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from clusterctl.plan.models import Plan
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.jobs import Executor, run_many
 from clusterctl.run.retire import REASON as LEAVING
+from clusterctl.run.retire import UPGRADE_REASON
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.verify.base import last_line
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
@@ -71,14 +73,17 @@ def _last_line(*texts: str) -> str:
     return next((line[:300] for line in map(last_line, texts) if line), "")
 
 
-def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False) -> list[Finding]:
+def heal(
+    plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False, upgrading: Collection[str] = ()
+) -> list[Finding]:
     """Health-check every node clusterctl drained and resume those that pass; leave the rest.
 
     Returns:
         One finding per drained node: ``heal.resumed`` (info), ``heal.unhealthy`` (error: still
         drained), ``heal.foreign`` (info: an admin's drain, untouched), ``heal.leaving`` and
-        ``heal.replaced`` (info: out of service on purpose, untouched), ``heal.ready`` (info:
-        healthy, not resumed under ``dry_run``).
+        ``heal.replaced`` (info: out of service on purpose, untouched), ``heal.upgrading`` (info:
+        drained for a rolling upgrade that has not upgraded it yet, one of ``upgrading``),
+        ``heal.ready`` (info: healthy, not resumed under ``dry_run``).
 
     Raises:
         HealError: ``scontrol show node`` failed or printed no node.
@@ -114,7 +119,17 @@ def heal(plan: Plan, executor: Executor, launcher: str, *, dry_run: bool = False
         for d in drained
         if d.ours and d.replaced_by
     ]
-    ours = [d for d in drained if d.ours and not d.leaving and not d.replaced_by]
+    waiting = [d for d in drained if d.reason.startswith(UPGRADE_REASON) and d.host in upgrading]
+    findings += [
+        _about(
+            d,
+            "heal.upgrading",
+            "left drained: a rolling upgrade drained it and has not upgraded it yet.",
+            hint="Run `clusterctl up` again: the upgrade goes on from where it stopped.",
+        )
+        for d in waiting
+    ]
+    ours = [d for d in drained if d.ours and not d.leaving and not d.replaced_by and d not in waiting]
     checks = run_many(executor, [(d.host, HEALTHCHECK_PATH, HEALTH_TIMEOUT_S) for d in ours])
     healthy = [d for d, (rc, _o, _e) in zip(ours, checks, strict=True) if rc == 0]
     for d, (rc, check_out, check_err) in zip(ours, checks, strict=True):

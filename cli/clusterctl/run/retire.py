@@ -21,6 +21,8 @@ from clusterctl.run.running_jobs import ask_jobs
 from clusterctl.verify.base import last_line, launcher_host
 
 REASON = "clusterctl:remove"
+UPGRADE_REASON = "clusterctl:upgrade"
+"""The drain reason of a rolling upgrade (run/upgrade.py)."""
 DEFAULT_DRAIN_TIMEOUT_S = 3600.0
 POLL_S = 5.0
 SCONTROL_TIMEOUT_S = 60.0

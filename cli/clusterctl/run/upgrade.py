@@ -24,13 +24,13 @@ from clusterctl.run.ansible import ConfigureResult
 from clusterctl.run.events import EventBus
 from clusterctl.run.heal import resume_command
 from clusterctl.run.jobs import Executor, run_many
-from clusterctl.run.retire import drain_command
+from clusterctl.run.retire import UPGRADE_REASON, drain_command
 from clusterctl.run.running_jobs import ask_jobs
 from clusterctl.run.spares import health_check, slurm_nodes
 from clusterctl.run.state import StateDir
 from clusterctl.verify.base import last_line, launcher_host
 
-REASON = "clusterctl:upgrade"
+REASON = UPGRADE_REASON
 VERSIONS_KEY = "versions"
 PROGRESS_KEY = "upgrade"
 PHASE = "configure"
@@ -53,6 +53,15 @@ def rolling_nodes(plan: Plan, existing: Sequence[str]) -> list[PlanNode]:
     """The compute nodes that roll: in service for jobs and made before this ``up``."""
     made = set(existing)
     return [n for n in plan.nodes if n.role == "compute" and n.in_service and not n.burst and n.hostname in made]
+
+
+def not_upgraded(plan: Plan, state: StateDir) -> set[str]:
+    """The compute nodes a rolling upgrade under way has not upgraded yet (none when no roll is under way)."""
+    saved = state.read().get(PROGRESS_KEY)
+    if not saved:
+        return set()
+    done = set(saved.get("done", []))
+    return {n.hostname for n in plan.nodes if n.role == "compute" and n.hostname not in done}
 
 
 def batches(nodes: Sequence[PlanNode], max_unavailable: int | None) -> list[list[str]]:
@@ -116,6 +125,7 @@ class Roll:
         """Roll through ``nodes`` in batches; stop at the first batch that fails."""
         done = self._progress()
         result = RollResult(done=list(done))
+        self._save(result.done)
         todo = [n for n in nodes if n.hostname not in done]
         emulated = {n.hostname for n in nodes if n.emulated}
         for i, batch in enumerate(batches(todo, max_unavailable), 1):

@@ -16,11 +16,20 @@ from clusterctl.pipeline import load_and_validate
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.ansible import ConfigureResult, HostFailure, merged
 from clusterctl.run.events import Event, EventBus
-from clusterctl.run.heal import NODES_COMMAND
+from clusterctl.run.heal import NODES_COMMAND, heal
 from clusterctl.run.orchestrate import _configure
 from clusterctl.run.running_jobs import JOBS_COMMAND
 from clusterctl.run.state import StateDir
-from clusterctl.run.upgrade import PROGRESS_KEY, REASON, VERSIONS_KEY, Roll, batches, changed_versions, rolling_nodes
+from clusterctl.run.upgrade import (
+    PROGRESS_KEY,
+    REASON,
+    VERSIONS_KEY,
+    Roll,
+    batches,
+    changed_versions,
+    not_upgraded,
+    rolling_nodes,
+)
 from clusterctl.verify.base import launcher_host
 from tests.conftest import EXAMPLES
 from tests.verify_testkit import ReplayExecutor, scontrol_node
@@ -245,3 +254,19 @@ def test_merged_runs_keep_every_failure_and_the_first_error() -> None:
     assert total.rc == 2
     assert total.changed == {"a": 2}
     assert [f.host for f in total.failures] == ["b"]
+
+
+def test_heal_leaves_the_nodes_an_upgrade_under_way_has_not_reached(state: StateDir) -> None:
+    cluster = Cluster(PLAN, jobs={"gpu001": 10**6}, sick={"gpu003"})
+    roll, _ = _roll(cluster, state, drain_timeout=60)
+    assert "still run on gpu001" in roll.run(_nodes(PLAN, GPUS), None).stopped
+    # Stopped in its first batch: the roll is recorded as under way with nothing done.
+    assert state.read()[PROGRESS_KEY]["done"] == []
+    assert not_upgraded(PLAN, state) == set(GPUS)
+    cluster.jobs.clear()
+    cluster.nodes["gpu004"][:2] = ["IDLE+DRAIN", "clusterctl-verify: nccl.all_reduce: 310 GB/s under 360"]
+
+    findings = heal(PLAN, cluster.executor, launcher_host(PLAN), upgrading=not_upgraded(PLAN, state))
+
+    assert {f.node: f.code for f in findings} == {"gpu001": "heal.upgrading", "gpu004": "heal.resumed"}
+    assert cluster.nodes["gpu001"][:2] == ["IDLE+DRAIN", REASON]
