@@ -234,7 +234,7 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
             node["slurm"],
             node.get("power", ""),
             node["gpus"],
-            node["reason"],
+            escape(node["reason"]),
         ]
         if spares:
             row.append(node.get("spare", ""))
