@@ -524,6 +524,13 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     bumped.write_text(text.replace('nccl: "2.26.2"', 'nccl: "2.27.3"'))
     options = ("--out", str(local_cluster.build_dir), "--yes", "--output", "json")
     options += ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
+    # diff lists the batches the following `up` goes through.
+    planned = local_cluster.cli(
+        "diff", str(bumped), "--out", str(local_cluster.build_dir), "--max-unavailable", "2", "--output", "json"
+    )
+    assert planned.returncode == 2, planned.stdout[-3000:] + planned.stderr[-3000:]
+    listed = [c["detail"]["nodes"] for c in json.loads(planned.stdout)["changes"] if c["kind"] == "roll-batch"]
+    assert listed == [["gpu001", "gpu002"], ["gpu003", "gpu004"]], planned.stdout
     job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 40'")
     assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
 
@@ -533,8 +540,7 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     events = json_events(rolled.stdout)
     said = [str(e["message"]) for e in events if e["kind"] == "message"]
     assert [m for m in said if m.startswith("upgrade batch")] == [
-        "upgrade batch 1: gpu001, gpu002 (drained: clusterctl:upgrade)",
-        "upgrade batch 2: gpu003, gpu004 (drained: clusterctl:upgrade)",
+        f"upgrade batch {i}: {', '.join(batch)} (drained: clusterctl:upgrade)" for i, batch in enumerate(listed, 1)
     ], said
     assert any(f"{job} (gpu001)" in m for m in said), "the batch did not wait for the job on gpu001"
     finished = local_cluster.exec("login001", f"sacct -X -n -P -j {job} -o State").stdout.strip()

@@ -36,6 +36,13 @@ state_dir_option = click.option(
     help="Where cluster state and secrets are kept.",
 )
 
+max_unavailable_option = click.option(
+    "--max-unavailable",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compute nodes upgraded at a time when the pinned versions changed [default: one SU, else 10 %].",
+)
+
 
 def output_option(func: F) -> F:
     """``--output text|json``."""

@@ -9,6 +9,7 @@ import click
 from clusterctl.app import App
 from clusterctl.commands.common import (
     handle_internal_errors,
+    max_unavailable_option,
     output_option,
     spec_argument,
     state_dir_option,
@@ -19,6 +20,7 @@ from clusterctl.render import render_files
 from clusterctl.run.diff import applied_files, applied_plan, as_json, changes, describe
 from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.state import StateDir, StateDirError
+from clusterctl.run.upgrade import VERSIONS_KEY, planned_batches
 
 # The -detailed-exitcode convention: 0 nothing would change, 2 something would, 1 an error.
 EXIT_CHANGES = 2
@@ -28,28 +30,41 @@ EXIT_CHANGES = 2
 @spec_argument
 @state_dir_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory.")
+@max_unavailable_option
 @output_option
 @click.pass_obj
 @handle_internal_errors
-def diff_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, output: str) -> None:
+def diff_cmd(
+    app: App, spec: str, state_dir: Path, out_dir: Path | None, max_unavailable: int | None, output: str
+) -> None:
     """Show what `clusterctl up SPEC` would change on the running cluster, changing nothing.
 
     Nodes to create or remove, every generated file that would change with what applying it
     does (a Slurm reconfigure, a restart, a remount), pinned versions that would roll, and which
-    changes drain nodes. Exit 0 when nothing would change, 2 when something would, 1 on error.
+    changes drain nodes, with the batches a rolling upgrade would go through (as `up` with the same
+    --max-unavailable makes them). Exit 0 when nothing would change, 2 when something would, 1 on error.
     """
     app.output = output
     validated = validated_or_exit(app, spec, (), False, state_dir)
     plan = validated.plan
     state = StateDir(state_dir, plan.cluster.name)
     try:
-        recorded = state.read().get("build_dir")
+        saved = state.read()
+        recorded = saved.get("build_dir")
         machines = for_kind(plan.cluster.provider).status(plan, state.path)
     except (StateDirError, ProviderError) as exc:
         app.abort(str(exc), 1)
     build_dir = out_dir or (Path(recorded) if recorded else default_build_dir(plan))
     files = validated.files or render_files(plan)
-    found = changes(plan, files, applied_plan(build_dir), applied_files(build_dir, files), machines)
+    found = changes(
+        plan,
+        files,
+        applied_plan(build_dir),
+        applied_files(build_dir, files),
+        machines,
+        recorded_versions=saved.get(VERSIONS_KEY),
+        roll=planned_batches(plan, saved, list(saved.get("nodes") or {}), max_unavailable),
+    )
     if app.json:
         click.echo(as_json(found, build_dir if recorded or out_dir else None))
     elif not found:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from clusterctl.app import App
 from clusterctl.commands.common import (
     handle_internal_errors,
+    max_unavailable_option,
     output_option,
     progress_under_lock,
     rule_options,
@@ -149,12 +150,7 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     show_default=True,
     help="Seconds to wait for the jobs on nodes leaving the cluster or in an upgrade batch (drained first).",
 )
-@click.option(
-    "--max-unavailable",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Compute nodes upgraded at a time when the pinned versions changed [default: one SU, else 10 %].",
-)
+@max_unavailable_option
 @lock_option
 @output_option
 @rule_options

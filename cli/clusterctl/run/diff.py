@@ -7,7 +7,8 @@ provider reports now. The spec is validated, planned and rendered in memory, the
 * nodes to create (in the plan, no machine) and to remove (in the applied plan, not in the new);
 * every rendered file that would change, with what applying it does to the cluster (a Slurm
   reconfigure, a daemon restart, a remount) and whether nodes must drain for it;
-* pinned versions that change (a rolling upgrade: every node of the stack drains in turn).
+* pinned versions that change since the last converge, and the batches the rolling upgrade they
+  make goes through (each batch drains in turn).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 from clusterctl.catalog.compat import SLURM_RECONFIGURE_NODES, at_least
 from clusterctl.plan.models import Plan
 from clusterctl.render.tree import RenderedFile
+from clusterctl.run.retire import UPGRADE_REASON
+from clusterctl.run.upgrade import REBOOT_FOR
 
 # What writing a rendered file does to a live cluster, by the file's place in the build directory
 # (first match wins). drain: nodes drain before it is applied.
@@ -44,8 +47,8 @@ class Change:
     """One thing ``up`` would change.
 
     Attributes:
-        kind: ``node-create``, ``node-remove``, ``file`` or ``version``.
-        subject: The node, the build directory path or the versions key.
+        kind: ``node-create``, ``node-remove``, ``version``, ``roll-batch`` or ``file``.
+        subject: The node, the versions key (``*``: a roll under way), ``batch N`` or the build directory path.
         action: What ``up`` does about it, in words.
         drain: Nodes drain for it (a version bump, a changed mount, a removed node).
         detail: Old and new values where there are some.
@@ -106,8 +109,11 @@ def changes(
     applied: Plan | None,
     applied_content: Mapping[str, bytes | None],
     machines: Mapping[str, str],
+    *,
+    recorded_versions: Mapping[str, str] | None = None,
+    roll: Sequence[Sequence[str]] = (),
 ) -> list[Change]:
-    """Everything ``up`` would change, nodes first, then versions, then files (in render order).
+    """Everything ``up`` would change: nodes, then versions and the roll's batches, then files (in render order).
 
     Args:
         new: The plan of the spec as it is now.
@@ -115,6 +121,9 @@ def changes(
         applied: The plan the last ``up`` applied (None: never applied, or its build dir is gone).
         applied_content: The applied content of each rendered path (None: not there).
         machines: The provider's machine state per node (``running``, ``stopped``, ``missing``).
+        recorded_versions: The pins the last converge applied, as the state records them (None: no record;
+            then the applied plan's pins are compared, and nothing rolls).
+        roll: The batches of the rolling upgrade ``up`` would make (run/upgrade.planned_batches).
     """
     out: list[Change] = []
     for node in new.nodes:
@@ -132,20 +141,7 @@ def changes(
                         True,
                     )
                 )
-        old, now = applied.cluster.versions, new.cluster.versions
-        for key in sorted(set(old) | set(now)):
-            if old.get(key) != now.get(key):
-                out.append(
-                    Change(
-                        "version",
-                        key,
-                        "controllers and login nodes first, then the compute nodes in service roll in batches "
-                        "(--max-unavailable): drained (clusterctl:upgrade), their jobs waited for, upgraded, "
-                        "health-checked and resumed",
-                        True,
-                        {"applied": old.get(key), "spec": now.get(key)},
-                    )
-                )
+    out += _version_changes(new, applied, recorded_versions, roll)
     membership = any(c.kind in ("node-create", "node-remove") for c in out)
     restarts = membership and not at_least(new.cluster.versions.get("slurm", ""), SLURM_RECONFIGURE_NODES)
     if applied is None and not any(applied_content.values()):
@@ -160,6 +156,49 @@ def changes(
         if restarts and file.path.startswith("slurm/"):
             action = RESTART_EFFECT
         out.append(Change("file", file.path, action if before is not None else f"new file: {action}", drain))
+    return out
+
+
+def _version_changes(
+    new: Plan, applied: Plan | None, recorded: Mapping[str, str] | None, roll: Sequence[Sequence[str]]
+) -> list[Change]:
+    """The pins that change, then one change per batch of the roll they make."""
+    if recorded is not None:
+        old = recorded
+    elif applied is not None:
+        old = applied.cluster.versions
+    else:
+        return []
+    now = new.cluster.versions
+    changed = sorted(key for key in set(old) | set(now) if old.get(key) != now.get(key))
+    rolled = sum(len(batch) for batch in roll)
+    if roll:
+        how = (
+            "controllers, login nodes and free spares first, then the compute nodes in service roll in "
+            f"{len(roll)} batch(es) of at most {max(len(b) for b in roll)} ({rolled} node(s); --max-unavailable)"
+        )
+    else:
+        how = "converged on every node at once: no compute node in service to roll"
+        if recorded is None:
+            how = "converged on every node at once: the state records no earlier pins, so nothing rolls"
+    out = [Change("version", key, how, bool(roll), {"applied": old.get(key), "spec": now.get(key)}) for key in changed]
+    if roll and not changed:
+        out.append(Change("version", "*", f"the interrupted rolling upgrade goes on: {how}", True))
+    emulated = {n.hostname for n in new.nodes if n.emulated}
+    reboots = bool(REBOOT_FOR & set(changed))
+    for i, batch in enumerate(roll, 1):
+        rebooted = [h for h in batch if reboots and h not in emulated]
+        steps = ["converge"] + ([f"reboot {', '.join(rebooted)} through Slurm"] if rebooted else [])
+        out.append(
+            Change(
+                "roll-batch",
+                f"batch {i}",
+                f"drain {', '.join(batch)} ({UPGRADE_REASON}), wait for their jobs, {', '.join(steps)}, "
+                "run the health check, resume the nodes that pass",
+                True,
+                {"nodes": list(batch)},
+            )
+        )
     return out
 
 
@@ -181,7 +220,10 @@ def as_json(found: Sequence[Change], applied_from: Path | None) -> str:
         {
             "changes": [c.to_dict() for c in found],
             "applied_build_dir": str(applied_from) if applied_from else None,
-            "drain": sorted({c.subject for c in found if c.drain and c.kind.startswith("node")}),
+            "drain": sorted(
+                {c.subject for c in found if c.drain and c.kind.startswith("node")}
+                | {h for c in found if c.kind == "roll-batch" for h in c.detail.get("nodes", [])}
+            ),
         },
         indent=2,
     )

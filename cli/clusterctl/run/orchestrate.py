@@ -27,7 +27,7 @@ from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
 from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S, REASON, RetireError, drain_and_wait, leaving
 from clusterctl.run.state import SWAPS_KEY, StateDir
-from clusterctl.run.upgrade import PROGRESS_KEY, REBOOT_FOR, VERSIONS_KEY, Roll, changed_versions, rolling_nodes
+from clusterctl.run.upgrade import REBOOT_FOR, VERSIONS_KEY, Roll, changed_versions, rolling_nodes, rolls
 
 # Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
 MUNGE_KEY = ("munge.key", 1024, True, 0o400)
@@ -185,11 +185,7 @@ def up(
     inputs = converged.fingerprint(build_dir, inputs_vars, limit)
     executor = executor_for(plan, state.path)
     before = state.read()
-    rolling = (
-        rolling_nodes(plan, list(recorded))
-        if changed_versions(before.get(VERSIONS_KEY), plan.cluster.versions) or before.get(PROGRESS_KEY)
-        else []
-    )
+    rolling = rolling_nodes(plan, list(recorded)) if rolls(before, plan) else []
     stopped = ""
     unchanged = (
         None

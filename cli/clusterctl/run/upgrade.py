@@ -18,6 +18,7 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.run.ansible import ConfigureResult
@@ -53,6 +54,29 @@ def rolling_nodes(plan: Plan, existing: Sequence[str]) -> list[PlanNode]:
     """The compute nodes that roll: in service for jobs and made before this ``up``."""
     made = set(existing)
     return [n for n in plan.nodes if n.role == "compute" and n.in_service and not n.burst and n.hostname in made]
+
+
+def progress_done(saved: Mapping[str, Any], plan: Plan) -> list[str]:
+    """The nodes an interrupted roll to ``plan``'s pins already upgraded (``saved``: the state's content)."""
+    progress = saved.get(PROGRESS_KEY) or {}
+    if progress.get("to") != dict(plan.cluster.versions):
+        return []
+    return [h for h in progress.get("done", []) if isinstance(h, str)]
+
+
+def rolls(saved: Mapping[str, Any], plan: Plan) -> bool:
+    """The next configure is a rolling upgrade: a pin changed since the last converge, or a roll is under way."""
+    return bool(changed_versions(saved.get(VERSIONS_KEY), plan.cluster.versions) or saved.get(PROGRESS_KEY))
+
+
+def planned_batches(
+    plan: Plan, saved: Mapping[str, Any], existing: Sequence[str], max_unavailable: int | None
+) -> list[list[str]]:
+    """The batches the next ``up`` rolls through (none when it does not roll), as :meth:`Roll.run` makes them."""
+    if not rolls(saved, plan):
+        return []
+    done = set(progress_done(saved, plan))
+    return batches([n for n in rolling_nodes(plan, existing) if n.hostname not in done], max_unavailable)
 
 
 def not_upgraded(plan: Plan, state: StateDir) -> set[str]:
@@ -111,19 +135,12 @@ class Roll:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
-    def _progress(self) -> list[str]:
-        """The nodes an interrupted roll to the same pins already upgraded."""
-        saved = self.state.read().get(PROGRESS_KEY) or {}
-        if saved.get("to") != dict(self.plan.cluster.versions):
-            return []
-        return [h for h in saved.get("done", []) if isinstance(h, str)]
-
     def _save(self, done: list[str]) -> None:
         self.state.update(**{PROGRESS_KEY: {"to": dict(self.plan.cluster.versions), "done": done}})
 
     def run(self, nodes: Sequence[PlanNode], max_unavailable: int | None) -> RollResult:
         """Roll through ``nodes`` in batches; stop at the first batch that fails."""
-        done = self._progress()
+        done = progress_done(self.state.read(), self.plan)
         result = RollResult(done=list(done))
         self._save(result.done)
         todo = [n for n in nodes if n.hostname not in done]

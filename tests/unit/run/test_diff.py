@@ -18,6 +18,8 @@ from clusterctl.commands import cli
 from clusterctl.pipeline import load_and_validate, render
 from clusterctl.render import render_files
 from clusterctl.run.diff import RESTART_EFFECT, Change, applied_files, applied_plan, changes, effect_of
+from clusterctl.run.retire import UPGRADE_REASON
+from clusterctl.run.upgrade import PROGRESS_KEY, VERSIONS_KEY, planned_batches
 from tests.specs import example_data, group, write_spec
 
 Mutation = Callable[[dict[str, Any]], None]
@@ -27,7 +29,15 @@ def _local() -> dict[str, Any]:
     return example_data("local.yaml")
 
 
-def _diff(tmp_path: Path, mutation: Mutation | None = None, *, running: bool = True) -> list[Change]:
+def _diff(
+    tmp_path: Path,
+    mutation: Mutation | None = None,
+    *,
+    running: bool = True,
+    saved: dict[str, Any] | None = None,
+    max_unavailable: int | None = None,
+) -> list[Change]:
+    """The changes from the example to its mutated copy; ``saved``: the state's content (its pins, a roll)."""
     applied_spec = write_spec(tmp_path, _local())
     build, _ = render(load_and_validate(applied_spec), tmp_path / "build")
     data = _local()
@@ -38,7 +48,18 @@ def _diff(tmp_path: Path, mutation: Mutation | None = None, *, running: bool = T
     applied = applied_plan(build)
     assert applied is not None
     machines = {n.hostname: "running" for n in applied.nodes} if running else {}
-    return changes(plan, files, applied, applied_files(build, files), machines)
+    if saved is None:
+        return changes(plan, files, applied, applied_files(build, files), machines)
+    saved = {"nodes": {host: {} for host in machines}, **saved}
+    return changes(
+        plan,
+        files,
+        applied,
+        applied_files(build, files),
+        machines,
+        recorded_versions=saved.get(VERSIONS_KEY),
+        roll=planned_batches(plan, saved, list(saved["nodes"]), max_unavailable),
+    )
 
 
 def _summary(found: list[Change]) -> set[tuple[str, str, bool]]:
@@ -66,15 +87,58 @@ def test_a_node_removed_drains_it_first(tmp_path: Path) -> None:
     assert removed.action == "drain gpu004, wait for its jobs, then remove it"
 
 
-def test_a_version_bump_says_every_node_upgrades_at_once(tmp_path: Path) -> None:
-    def bump(data: dict[str, Any]) -> None:
-        data["versions"]["enroot"] = "3.5.1"
+def _bump(data: dict[str, Any]) -> None:
+    data["versions"]["enroot"] = "3.5.1"
 
-    found = _diff(tmp_path, bump)
+
+def _pins(tmp_path: Path) -> dict[str, str]:
+    """The example's pins as its plan has them (defaults included): what `up` records after a converge."""
+    return dict(load_and_validate(write_spec(tmp_path, _local(), "pins.yaml")).plan.cluster.versions)
+
+
+def test_a_version_bump_lists_the_batches_the_roll_goes_through(tmp_path: Path) -> None:
+    """Two at a time: the four GPU nodes in two batches, each drained, converged, checked and resumed."""
+    found = _diff(tmp_path, _bump, saved={VERSIONS_KEY: _pins(tmp_path)}, max_unavailable=2)
     (version,) = [c for c in found if c.kind == "version"]
     assert (version.subject, version.drain) == ("enroot", True)
     assert version.detail == {"applied": "3.5.0", "spec": "3.5.1"}
-    assert "compute nodes in service roll in batches" in version.action
+    assert "roll in 2 batch(es) of at most 2 (4 node(s)" in version.action
+    rolled = [c for c in found if c.kind == "roll-batch"]
+    assert [(c.subject, c.detail["nodes"], c.drain) for c in rolled] == [
+        ("batch 1", ["gpu001", "gpu002"], True),
+        ("batch 2", ["gpu003", "gpu004"], True),
+    ]
+    assert rolled[0].action.startswith(f"drain gpu001, gpu002 ({UPGRADE_REASON}), wait for their jobs, converge,")
+    # Emulated GPUs load no driver: nothing reboots.
+    driver = _diff(
+        tmp_path, lambda d: d["versions"].update(nvidia_driver="575.51.03"), saved={VERSIONS_KEY: _pins(tmp_path)}
+    )
+    assert not [c for c in driver if c.kind == "roll-batch" and "reboot" in c.action]
+
+
+def test_without_an_earlier_record_of_the_pins_nothing_rolls(tmp_path: Path) -> None:
+    """`up` rolls only from pins it recorded: without them it converges every node at once, and diff says so."""
+    for found in (_diff(tmp_path, _bump), _diff(tmp_path, _bump, saved={})):
+        (version,) = [c for c in found if c.kind == "version"]
+        assert version.drain is False
+        assert "nothing rolls" in version.action
+        assert not [c for c in found if c.kind == "roll-batch"]
+
+
+def test_an_interrupted_roll_goes_on_with_the_nodes_it_has_not_upgraded(tmp_path: Path) -> None:
+    pins = _pins(tmp_path)
+    bumped = {**pins, "enroot": "3.5.1"}
+    under_way = {VERSIONS_KEY: pins, PROGRESS_KEY: {"to": bumped, "done": ["gpu001", "gpu002"]}}
+    found = _diff(tmp_path, _bump, saved=under_way, max_unavailable=1)
+    assert [c.detail["nodes"] for c in found if c.kind == "roll-batch"] == [["gpu003"], ["gpu004"]]
+    # The spec went back to the old pins mid-roll: a new roll, from the first node.
+    back = {VERSIONS_KEY: bumped, PROGRESS_KEY: {"to": bumped, "done": ["gpu001"]}}
+    found = _diff(tmp_path, saved=back, max_unavailable=4)
+    assert [c.detail["nodes"] for c in found if c.kind == "roll-batch"] == [["gpu001", "gpu002", "gpu003", "gpu004"]]
+
+
+def test_an_unchanged_cluster_with_a_record_of_its_pins_has_no_changes(tmp_path: Path) -> None:
+    assert _diff(tmp_path, saved={VERSIONS_KEY: _pins(tmp_path)}) == []
 
 
 def test_a_cluster_never_brought_up_creates_every_node(tmp_path: Path) -> None:
