@@ -78,8 +78,8 @@ def test_burst_nodes_are_cloud_nodes_and_static_ones_are_not(burst_render: Path)
     conf = (burst_render / "slurm.conf").read_text()
     states = dict(re.findall(r"^NodeName=(\S+) .* State=(\S+)$", conf, re.MULTILINE))
     assert states["gpu-b[001-002]"] == "CLOUD"
-    assert states["gpu[001-002]"] != "CLOUD"
-    assert re.search(r"^SuspendExcNodes=ctl001,login001,gpu\[001-002\]$", conf, re.MULTILINE)
+    assert states["gpu-a[001-002]"] != "CLOUD"
+    assert re.search(r"^SuspendExcNodes=ctl001,login001,gpu-a\[001-002\]$", conf, re.MULTILINE)
     assert re.search(r"^PartitionName=burst .*SuspendTime=60 ", conf, re.MULTILINE)
     assert re.search(r"^ResumeTimeout=600$", conf, re.MULTILINE)
     assert re.search(r"^SlurmctldParameters=cloud_reg_addrs$", conf, re.MULTILINE), "22.05: a failed resume stays DOWN"
