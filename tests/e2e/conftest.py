@@ -1,10 +1,11 @@
 """End-to-end tests on a real local cluster, brought up once per session and shared.
 
-The cluster is `examples/local.yaml` (1 controller, 1 login, 4 emulated-GPU nodes) brought
-up with the real CLI from its baked images: `clusterctl image build` first (an image made by an
-earlier run with the same content hash is reused), then `clusterctl up --locked`, so the nodes run
-the configure stage only. Molecule tests the install stage from scratch. Tests run in the order
-of their `order` marker (default 50), so the destructive ones (fault injection, down) come last.
+The cluster is `examples/local.yaml` (1 controller, 1 login, 4 emulated-GPU nodes), with the
+stand-in CUDA repository as its mirror (NCCL on the emulated GPU nodes), brought up with the real
+CLI from its baked images: `clusterctl image build` first (an image made by an earlier run with the
+same content hash is reused), then `clusterctl up --locked`, so the nodes run the configure stage
+only. Molecule tests the install stage from scratch. Tests run in the order of their `order`
+marker (default 50), so the destructive ones (fault injection, down) come last.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from tests.conftest import REPO_ROOT
 from tests.docker_helpers import require_docker
+from tests.e2e.standin_mirror import serve_standin_repo
 
 SPEC = REPO_ROOT / "examples" / "local.yaml"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -119,26 +121,34 @@ def json_events(output: str) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Bring examples/local.yaml up once for the session (torn down at the end)."""
+    """Bring examples/local.yaml up once for the session (torn down at the end).
+
+    The spec is the example with the stand-in CUDA repository as its mirror (tests/e2e/standin_mirror.py),
+    so its emulated GPU nodes carry NCCL at the example's pin."""
     require_docker()
     root = tmp_path_factory.mktemp("local-cluster")
-    plan = load_and_validate(SPEC).plan
-    lock = root / "clusterctl.lock"
-    cluster = LocalCluster(
-        spec_path=SPEC, build_dir=root / "build", state_dir=root / "state", plan=plan, lock_path=lock
-    )
-    # A cluster left over from an interrupted earlier session would make this one's network clash.
-    run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
-    image = cluster.cli("image", "build", str(SPEC), "--lock", str(lock), "--out", str(root / "image"), timeout=3600)
-    save_artifact("e2e-image-build.log", image.stdout + image.stderr)
-    if image.returncode != 0:
-        pytest.fail(f"clusterctl image build failed ({image.returncode}):\n{(image.stdout + image.stderr)[-6000:]}")
-    started = time.monotonic()
-    result = cluster.up("--locked")
-    cluster.first_up_seconds = time.monotonic() - started
-    cluster.first_up_output = result.stdout + result.stderr
-    save_artifact("e2e-first-up.log", cluster.first_up_output)
-    if result.returncode != 0:
-        pytest.fail(f"clusterctl up failed ({result.returncode}):\n{cluster.first_up_output[-6000:]}")
-    yield cluster
-    run_cli("down", str(SPEC), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
+    with serve_standin_repo() as mirror:
+        spec = root / SPEC.name
+        spec.write_text(SPEC.read_text() + mirror.spec_lines())
+        plan = load_and_validate(spec).plan
+        lock = root / "clusterctl.lock"
+        cluster = LocalCluster(
+            spec_path=spec, build_dir=root / "build", state_dir=root / "state", plan=plan, lock_path=lock
+        )
+        # A cluster left over from an interrupted earlier session would make this one's network clash.
+        run_cli("down", str(spec), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)
+        image = cluster.cli(
+            "image", "build", str(spec), "--lock", str(lock), "--out", str(root / "image"), timeout=3600
+        )
+        save_artifact("e2e-image-build.log", image.stdout + image.stderr)
+        if image.returncode != 0:
+            pytest.fail(f"clusterctl image build failed ({image.returncode}):\n{(image.stdout + image.stderr)[-6000:]}")
+        started = time.monotonic()
+        result = cluster.up("--locked")
+        cluster.first_up_seconds = time.monotonic() - started
+        cluster.first_up_output = result.stdout + result.stderr
+        save_artifact("e2e-first-up.log", cluster.first_up_output)
+        if result.returncode != 0:
+            pytest.fail(f"clusterctl up failed ({result.returncode}):\n{cluster.first_up_output[-6000:]}")
+        yield cluster
+        run_cli("down", str(spec), "--yes", "--force", "--state-dir", str(cluster.state_dir), timeout=600)

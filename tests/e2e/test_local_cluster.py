@@ -509,15 +509,24 @@ def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalC
     assert summary["data"]["changed_tasks"] == 0, summary
 
 
+def _nccl_builds(cluster: LocalCluster, hosts: list[str]) -> dict[str, str]:
+    """Per node, the libnccl2 build dpkg has and its selection (``hold`` when held)."""
+    query = "dpkg-query -W -f '${Version} ${Status}' libnccl2 | awk '{print $1, $2}'"
+    return {host: cluster.exec(host, query).stdout.strip() for host in hosts}
+
+
 @pytest.mark.order(96)
 def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     local_cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    """A new NCCL pin: the controller and login node first, then two GPU nodes at a time.
+    """A new NCCL pin, 2.26.2 to 2.27.3 (both in the stand-in CUDA mirror): the controller and login
+    node first, then two GPU nodes at a time, as `diff` listed them.
 
     A job runs on gpu001 when the roll starts: its batch is drained and waits for it; the job
-    completes (never killed), every node is resumed after its health check, and the next `up`
-    has nothing to do. (The GPU roles skip emulated nodes: what rolls here is the converge.)"""
+    completes (never killed), every node is resumed after its health check and has the new NCCL
+    build installed and held, and the next `up` has nothing to do."""
+    gpu_nodes = [n.hostname for n in local_cluster.plan.nodes if n.gpus]
+    assert _nccl_builds(local_cluster, gpu_nodes) == dict.fromkeys(gpu_nodes, "2.26.2-1+cuda12.8 hold")
     bumped = tmp_path / local_cluster.spec_path.name
     text = local_cluster.spec_path.read_text()
     assert 'nccl: "2.26.2"' in text
@@ -548,6 +557,7 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     resumed = {e["host"] for e in events if e["kind"] == "host" and "upgraded and resumed" in str(e["message"])}
     assert resumed == {"gpu001", "gpu002", "gpu003", "gpu004"}
     assert set(local_cluster.exec("login001", "sinfo -h -p gpu -N -o %t").stdout.split()) == {"idle"}
+    assert _nccl_builds(local_cluster, gpu_nodes) == dict.fromkeys(gpu_nodes, "2.27.3-1+cuda12.8 hold")
 
     again = local_cluster.cli("up", str(bumped), *options)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

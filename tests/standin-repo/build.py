@@ -406,7 +406,7 @@ def nccl(b: Builder) -> list[Pkg]:
     pkgs = []
     # The pinned build, the same NCCL built for another CUDA (sorts higher!) and a newer
     # NCCL: only an exact pin picks the first.
-    for upstream, cuda in (("2.26.2", "12.8"), ("2.26.2", "12.9"), ("2.27.3", "12.9")):
+    for upstream, cuda in (("2.26.2", "12.8"), ("2.26.2", "12.9"), ("2.27.3", "12.8"), ("2.27.3", "12.9")):
         ver = f"{upstream}-1+cuda{cuda}"
         lib = b.shared_lib("libnccl.so.2", f"nccl {ver}")
         pkgs.append(
@@ -721,7 +721,7 @@ def make_key(gnupghome: Path) -> str:
             f"clusterctl test stand-in repository (NOT NVIDIA) <{MAINTAINER.split('<')[1]}",
             "rsa2048",
             "sign",
-            "1d",
+            "never",
         ],
         env=env,
         check=True,

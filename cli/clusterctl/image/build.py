@@ -38,6 +38,7 @@ from clusterctl.pipeline import Validated
 from clusterctl.plan.models import Plan
 from clusterctl.render import ansible_yaml
 from clusterctl.render.builddir import write_tree
+from clusterctl.render.inventory import STANDARD_GROUPS
 from clusterctl.render.tree import RenderedFile
 from clusterctl.run.ansible import (
     REQUIRED_COLLECTIONS,
@@ -49,8 +50,6 @@ from clusterctl.run.ansible import (
 from clusterctl.run.events import EventBus
 from clusterctl.run.state import StateDir, ensure_private_dir
 
-# Groups every rendered inventory has (render/inventory.py), so site.yml's patterns always resolve.
-_STANDARD_GROUPS = ("controller", "login", "compute", "gpu", "emulated_gpu", "burst", "static_compute", "opensm")
 _ANSIBLE_FILES = ("ansible/ansible.cfg", "ansible/env/envvars", "ansible/env/settings")
 PHASE = "image"
 
@@ -136,7 +135,7 @@ def builder_inventory(builder: Builder, connection: dict[str, Any], stage: str =
     """The builder's inventory: one host in every group the profile's nodes are in."""
     host = {**builder.host_vars, **connection, "clusterctl_stage": stage}
     children: dict[str, Any] = {g: {"hosts": {builder.hostname: None}} for g in builder.groups}
-    for group in _STANDARD_GROUPS:
+    for group in STANDARD_GROUPS:
         children.setdefault(group, {"hosts": {}})
     return {"all": {"hosts": {builder.hostname: host}, "children": dict(sorted(children.items()))}}
 

@@ -80,6 +80,8 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
         nccl_tests_url=spec.versions.nccl_tests_url or nccl_tests_url(spec.versions.nccl_tests),
         # The spec refuses a release without a known or given checksum (Versions).
         nccl_tests_checksum=(spec.versions.nccl_tests_checksum or nccl_tests_checksum(spec.versions.nccl_tests) or ""),
+        cuda_repo=spec.mirrors.cuda_repo,
+        cuda_repo_key=spec.mirrors.cuda_repo_key,
     )
 
 

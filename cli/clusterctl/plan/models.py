@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clusterctl.spec.providers import LocalProvider, Provider, ProviderKind
+from clusterctl.spec.types import Url
 
 Role = Literal["controller", "login", "compute"]
 _Item = TypeVar("_Item")
@@ -472,6 +473,8 @@ class ClusterInfo(PlanModel):
     emulated_gpus: bool
     nccl_tests_url: str = Field("", description="nccl-tests source archive the GPU nodes build")
     nccl_tests_checksum: str = Field("", description="its checksum (sha256:<hex>)")
+    cuda_repo: Url | None = Field(None, description="a mirror of NVIDIA's CUDA repository (None: NVIDIA's own)")
+    cuda_repo_key: Url | None = Field(None, description="the mirror's signing key (None: the repository's key file)")
 
     @model_validator(mode="after")
     def _provider_is_its_config_s(self) -> ClusterInfo:

@@ -2,7 +2,8 @@
 
 Hosts carry ``clusterctl_*`` facts from the plan; groups exist per role (controller, login,
 compute), per node group (``group_<name>``), per rack (``rack_<rack>``), and for GPU
-nodes (``gpu`` real, ``emulated_gpu`` emulated). group_vars/all.yml pins every version.
+nodes (``gpu`` real, ``emulated_gpu`` emulated; ``nccl_userspace``: emulated ones that get NCCL
+from a CUDA repository mirror). group_vars/all.yml pins every version.
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ from clusterctl.plan.models import Plan, PlanNode
 # Ansible forks: one per node up to this cap; beyond it the controller's CPU and SSH
 # connection setup dominate (see README, "Scaling").
 MAX_FORKS = 50
+
+# Groups every rendered inventory has, empty or not, so site.yml's host patterns always resolve.
+STANDARD_GROUPS = (
+    "controller",
+    "login",
+    "compute",
+    "gpu",
+    "emulated_gpu",
+    "nccl_userspace",
+    "burst",
+    "static_compute",
+    "opensm",
+)
 
 
 def _safe(name: str) -> str:
@@ -85,6 +99,9 @@ def inventory(plan: Plan) -> dict[str, Any]:
         add(f"rack_{_safe(node.rack)}", node)
         if node.gpus:
             add("emulated_gpu" if node.emulated else "gpu", node)
+        # NCCL needs no GPU: emulated GPU nodes get it where the CUDA repository is mirrored (roles/site.yml).
+        if node.gpus and node.emulated and plan.cluster.cuda_repo:
+            add("nccl_userspace", node)
         if node.burst:
             add("burst", node)
         elif node.role == "compute":
@@ -96,7 +113,7 @@ def inventory(plan: Plan) -> dict[str, Any]:
         hosts[node.hostname]["clusterctl_opensm_priority"] = placement.priority
         if placement.port:
             hosts[node.hostname]["clusterctl_opensm_port"] = placement.port
-    for group in ("controller", "login", "compute", "gpu", "emulated_gpu", "burst", "static_compute", "opensm"):
+    for group in STANDARD_GROUPS:
         children.setdefault(group, {"hosts": {}})
     return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
 
@@ -144,9 +161,21 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             for t in plan.storage
         ],
         **_efa_vars(plan),
+        **_mirror_vars(plan),
         **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
+
+
+def _mirror_vars(plan: Plan) -> dict[str, Any]:
+    """The CUDA repository mirror, as the nvidia_driver role's variables (the cuda, nccl and dcgm roles
+    configure the repository through it)."""
+    if not plan.cluster.cuda_repo:
+        return {}
+    out: dict[str, Any] = {"nvidia_driver_cuda_repo_base_url": plan.cluster.cuda_repo.rstrip("/")}
+    if plan.cluster.cuda_repo_key:
+        out["nvidia_driver_cuda_repo_key_url"] = plan.cluster.cuda_repo_key
+    return out
 
 
 def _nccl_fabric_vars(plan: Plan) -> dict[str, Any]:

@@ -127,6 +127,31 @@ class Versions(StrictModel):
         return self
 
 
+class Mirrors(StrictModel):
+    """Site mirrors of vendor download sites, for clusters that cannot reach them."""
+
+    cuda_repo: Url | None = Field(
+        None,
+        description=(
+            "NVIDIA's CUDA apt repository (drivers, CUDA, NCCL, DCGM): the URL under which <distro>/<arch>/ "
+            "holds what developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/ does. With it, "
+            "emulated GPU nodes (local provider) install NCCL from it too: it needs no GPU."
+        ),
+        examples=["https://mirror.example.com/nvidia/cuda/repos"],
+    )
+    cuda_repo_key: Url | None = Field(
+        None,
+        description="The mirror's signing key (default: NVIDIA's key file 3bf863cc.pub in <distro>/<arch>/).",
+        examples=["https://mirror.example.com/nvidia/cuda/3bf863cc.pub"],
+    )
+
+    @model_validator(mode="after")
+    def _key_needs_repo(self) -> Mirrors:
+        if self.cuda_repo_key is not None and self.cuda_repo is None:
+            raise ValueError("cuda_repo_key is the key of the cuda_repo mirror; set cuda_repo too, or drop the key")
+        return self
+
+
 # --- hardware ----------------------------------------------------------------------------------
 
 
@@ -481,6 +506,7 @@ class Spec(StrictModel):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="Node OS.")
     versions: Versions = Field(description="Pinned software versions.")
     container_runtime: Literal["enroot", "docker"] = Field("enroot", description="enroot+pyxis or docker.")
+    mirrors: Mirrors = Field(default_factory=Mirrors, description="Site mirrors of vendor download sites.")
     hardware: dict[HostLabel, HardwareProfile] = Field(min_length=1, description="Server profiles by name.")
     nodes: list[NodeGroup] = Field(
         min_length=1, description=f"Node groups; at most {MAX_NODES_TOTAL} nodes in all (burst groups included)."
