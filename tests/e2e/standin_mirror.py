@@ -23,7 +23,8 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-CACHE = Path(os.environ.get("CLUSTERCTL_STANDIN_CACHE", "/var/cache/clusterctl-tests/standin-repo"))
+_CACHE_ROOT = Path("/var/cache") if os.geteuid() == 0 else Path.home() / ".cache"
+CACHE = Path(os.environ.get("CLUSTERCTL_STANDIN_CACHE", str(_CACHE_ROOT / "clusterctl-tests" / "standin-repo")))
 PORT = int(os.environ.get("CLUSTERCTL_STANDIN_PORT", "18473"))
 
 
