@@ -56,8 +56,9 @@ fmt: venv
 	$(BIN)/ruff format cli tests stacks benchmarks collections
 	$(BIN)/ruff check --fix cli tests stacks benchmarks collections
 
+# Pure Python, no shared state: one worker per core.
 unit: venv
-	$(PYTEST) -q tests/unit tests/golden tests/cli tests/stacks tests/conformance tests/security
+	$(PYTEST) -q -n auto tests/unit tests/golden tests/cli tests/stacks tests/conformance tests/security
 
 golden: venv
 	$(PYTEST) -q tests/golden --update-golden
