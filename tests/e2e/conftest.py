@@ -119,17 +119,26 @@ def json_events(output: str) -> list[dict[str, object]]:
     return events
 
 
+def _with_heal_every(spec_text: str, period: str) -> str:
+    """The spec with ``slurm.heal_every: PERIOD`` (after the slurm section's ``topology:``)."""
+    anchor = "\n  topology: tree\n"
+    assert spec_text.count(anchor) == 1, "examples/local.yaml's slurm section no longer ends with topology: tree"
+    return spec_text.replace(anchor, f"{anchor}  heal_every: {period}\n")
+
+
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Bring examples/local.yaml up once for the session (torn down at the end).
 
     The spec is the example with the stand-in CUDA repository as its mirror (tests/e2e/standin_mirror.py),
-    so its emulated GPU nodes carry NCCL at the example's pin."""
+    so its emulated GPU nodes carry NCCL at the example's pin, and with a heal timer that never fires
+    while the tests run (test_heal_local starts its rounds itself: a round of its own in the middle of
+    another test's drains would resume nodes that test expects drained)."""
     require_docker()
     root = tmp_path_factory.mktemp("local-cluster")
     with serve_standin_repo() as mirror:
         spec = root / SPEC.name
-        spec.write_text(SPEC.read_text() + mirror.spec_lines())
+        spec.write_text(_with_heal_every(SPEC.read_text(), "1d") + mirror.spec_lines())
         plan = load_and_validate(spec).plan
         lock = root / "clusterctl.lock"
         cluster = LocalCluster(

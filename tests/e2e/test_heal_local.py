@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -45,12 +46,24 @@ def _heal(cluster: LocalCluster, name: str) -> tuple[int, dict[str, str]]:
     return result.returncode, {f["node"]: f["code"] for f in data["findings"]}
 
 
+def _drain_three(cluster: LocalCluster) -> subprocess.CompletedProcess[str]:
+    """Drain OURS and SICK for verify, ADMINS for an admin's reason; hide one of SICK's GPU devices."""
+    _drain(cluster, OURS, "clusterctl-verify: e2e: drained by the test")
+    _drain(cluster, ADMINS, "bad fan, ticket 4711")
+    _drain(cluster, SICK, "clusterctl-verify: e2e: drained by the test")
+    return cluster.exec(SICK, "mv /dev/nvidia7 /dev/.e2e-nvidia7")
+
+
+def _restore(cluster: LocalCluster) -> None:
+    """Put the hidden GPU device back and resume the three nodes a test drained."""
+    cluster.exec(SICK, "test -e /dev/nvidia7 || mv /dev/.e2e-nvidia7 /dev/nvidia7")
+    for host in (OURS, ADMINS, SICK):
+        cluster.exec(LAUNCHER, f"scontrol update nodename={host} state=resume")
+
+
 @pytest.mark.order(65)
 def test_heal_resumes_only_healthy_nodes_clusterctl_drained(local_cluster: LocalCluster) -> None:
-    _drain(local_cluster, OURS, "clusterctl-verify: e2e: drained by the test")
-    _drain(local_cluster, ADMINS, "bad fan, ticket 4711")
-    _drain(local_cluster, SICK, "clusterctl-verify: e2e: drained by the test")
-    hidden = local_cluster.exec(SICK, "mv /dev/nvidia7 /dev/.e2e-nvidia7")
+    hidden = _drain_three(local_cluster)
     try:
         assert hidden.returncode == 0, hidden.stderr
         rc, codes = _heal(local_cluster, "sick")
@@ -69,7 +82,58 @@ def test_heal_resumes_only_healthy_nodes_clusterctl_drained(local_cluster: Local
         # The admin's drain is the admin's to lift.
         assert _state(local_cluster, ADMINS).rstrip("*") in DRAINED
     finally:
-        local_cluster.exec(SICK, "test -e /dev/nvidia7 || mv /dev/.e2e-nvidia7 /dev/nvidia7")
-        for host in (OURS, ADMINS, SICK):
-            local_cluster.exec(LAUNCHER, f"scontrol update nodename={host} state=resume")
+        _restore(local_cluster)
+    assert _settles(local_cluster, ADMINS, IN_SERVICE) in IN_SERVICE
+
+
+HEAL_KEY = "/etc/clusterctl/heal/id_ed25519"
+# As the heal timer connects: its key, the node's host key pinned under the node's name.
+HEAL_SSH = (
+    f"ssh -i {HEAL_KEY} -o BatchMode=yes -o StrictHostKeyChecking=yes -o GlobalKnownHostsFile=/dev/null"
+    " -o UserKnownHostsFile=/etc/clusterctl/heal/known_hosts"
+)
+
+
+@pytest.mark.order(66)
+def test_the_controllers_heal_timer_does_what_heal_does(local_cluster: LocalCluster) -> None:
+    controller = next(n.hostname for n in local_cluster.plan.nodes if n.role == "controller")
+    timer = local_cluster.exec(
+        controller, "systemctl is-enabled clusterctl-heal.timer; systemctl is-active clusterctl-heal.timer"
+    )
+    assert timer.stdout.split() == ["enabled", "active"], timer.stdout + timer.stderr
+    # On the nodes the heal key runs the health check, whatever the controller asks for.
+    other = local_cluster.exec(
+        controller, f"{HEAL_SSH} -o HostKeyAlias={OURS} root@{OURS} 'touch /tmp/e2e-heal-other-command'"
+    )
+    assert other.returncode == 0, other.stderr
+    assert local_cluster.exec(OURS, "test -e /tmp/e2e-heal-other-command").returncode == 1
+
+    hidden = _drain_three(local_cluster)
+    try:
+        assert hidden.returncode == 0, hidden.stderr
+        # One round as the timer's service runs it, its output read directly.
+        round_sick = local_cluster.exec(controller, "/usr/local/sbin/clusterctl-heal", timeout=300)
+        save_artifact("e2e-heal-timer-sick.log", round_sick.stdout + round_sick.stderr)
+        assert round_sick.returncode == 0, round_sick.stderr
+        assert f"{OURS}: resumed: its health check passed" in round_sick.stdout
+        assert f"{SICK}: stays drained: its health check failed" in round_sick.stdout
+        assert f"{ADMINS}: left drained: its reason is not clusterctl's (bad fan, ticket 4711)" in round_sick.stdout
+        assert _settles(local_cluster, OURS, IN_SERVICE) in IN_SERVICE
+        assert _state(local_cluster, SICK).rstrip("*") in DRAINED
+        assert _state(local_cluster, ADMINS).rstrip("*") in DRAINED
+
+        local_cluster.exec(SICK, "mv /dev/.e2e-nvidia7 /dev/nvidia7").check_returncode()
+        # The next round through systemd, as the timer starts it.
+        round_repaired = local_cluster.exec(
+            controller,
+            "systemctl start clusterctl-heal.service && systemctl show -p Result --value clusterctl-heal.service",
+            timeout=300,
+        )
+        save_artifact("e2e-heal-timer-repaired.log", round_repaired.stdout + round_repaired.stderr)
+        assert round_repaired.returncode == 0, round_repaired.stderr
+        assert round_repaired.stdout.strip() == "success"
+        assert _settles(local_cluster, SICK, IN_SERVICE) in IN_SERVICE
+        assert _state(local_cluster, ADMINS).rstrip("*") in DRAINED
+    finally:
+        _restore(local_cluster)
     assert _settles(local_cluster, ADMINS, IN_SERVICE) in IN_SERVICE

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,6 +199,8 @@ def run_scripts(files: list[RenderedFile], workdir: Path) -> list[str]:
             command = ["bash", "-c", 'set -a; . "$1"; set +a', "_", str(script)]
         elif item.path.startswith("slurm/task_prolog.d/"):
             command = ["bash", str(script)]
+        elif item.text.startswith("#!/usr/bin/python3"):
+            command = [sys.executable, "-m", "py_compile", str(script)]
         elif item.mode & 0o111 or name.endswith(".sh"):
             command = ["bash", "-n", str(script)]
         else:

@@ -236,6 +236,7 @@ class SlurmPlan(PlanModel):
     suspend_exclude_states: bool = Field(False, description="SuspendExcStates is known to this Slurm (23.02+)")
     health_check_program: str | None = None
     health_check_interval_s: int = 300
+    heal_interval_s: int | None = Field(None, description="the controller's heal timer period; None: no timer")
     prolog: str | None = Field(None, description="Prolog= (a glob of scripts)")
     epilog: str | None = Field(None, description="Epilog= (a glob of scripts)")
     task_prolog: str | None = None

@@ -59,6 +59,7 @@ class _JobScripts:
     dcgm_epilog: bool
     health_check_program: str | None
     health_check_interval_s: int
+    heal_interval_s: int | None
 
 
 def _real_memory(profile: HardwareProfile) -> int:
@@ -166,6 +167,8 @@ def _job_scripts(spec: Spec, nodes: list[PlanNode], nccl: list[NcclProfile], con
         health_check_program=HEALTHCHECK_PROGRAM if health else None,
         # Containers fail and return in seconds; real nodes are checked every 5 minutes (NHC's usual pace).
         health_check_interval_s=60 if health and container else 300,
+        # The controller's timer runs the health check on nodes clusterctl drained: nothing to run without it.
+        heal_interval_s=spec.slurm.heal_every.seconds if health and spec.slurm.heal_every else None,
     )
 
 

@@ -6,6 +6,9 @@ Build-directory layout added here::
                                     loaded, InfiniBand ports up, mounts present; drains on failure
     health/clusterctl-dcgm-diag     Slurm Prolog/Epilog: dcgmi diag -r 1; drains on failure
     health/health.conf              per-node facts both scripts read (one line per Slurm node)
+    health/clusterctl-heal          the controller's heal timer (with .service and .timer): runs the
+                                    health check over SSH on nodes clusterctl drained, resumes the
+                                    healthy ones (only with slurm.heal_every)
 
 The scripts are the same on every node; what differs per node lives in ``health.conf``, so
 one file set serves the whole cluster. Pure like ``render.tree``, which calls
@@ -20,6 +23,7 @@ from typing import Any
 from jinja2 import Environment
 
 from clusterctl.catalog.tools import RAILS_PATH
+from clusterctl.drain_reasons import HEALTH, OWNED_BY_A_COMMAND, PREFIX
 from clusterctl.hostlist import HostlistError, expand
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.render.escape import RenderError, show
@@ -33,8 +37,14 @@ PUBLIC = 0o644
 CONF_PATH = "/etc/clusterctl/health.conf"
 HEALTHCHECK_PATH = "/usr/local/sbin/clusterctl-healthcheck"
 DCGM_DIAG_PATH = "/usr/local/sbin/clusterctl-dcgm-diag"
+HEAL_PATH = "/usr/local/sbin/clusterctl-heal"
+# The controller's key for the health check on the nodes (their authorized_keys force that command).
+HEAL_KEY_PATH = "/etc/clusterctl/heal/id_ed25519"
+HEAL_KNOWN_HOSTS_PATH = "/etc/clusterctl/heal/known_hosts"
+HEAL_CHECK_TIMEOUT_S = 120
+HEAL_SCONTROL_TIMEOUT_S = 60
 # Drains by these scripts carry this prefix; the health check resumes only its own drains.
-REASON_PREFIX = "clusterctl-health:"
+REASON_PREFIX = HEALTH
 # Fabrics whose HCAs appear under /sys/class/infiniband with an ACTIVE/DOWN port state.
 _IB_FABRICS = ("infiniband", "roce")
 
@@ -102,9 +112,9 @@ def health_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[File
         ctx: The render context every template gets (``plan``, ``header``, ...).
 
     Returns:
-        ``(path, text, mode)`` for the two scripts and their config.
+        ``(path, text, mode)`` for the two scripts and their config, and the heal timer's files.
     """
-    extra = {
+    extra: dict[str, object] = {
         "nodes": health_nodes(plan),
         "driver_pin": plan.cluster.versions.get("nvidia_driver", "-"),
         "conf_path": CONF_PATH,
@@ -115,8 +125,25 @@ def health_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[File
     def tpl(name: str) -> str:
         return env.get_template(name).render(**ctx, **extra)
 
-    return [
+    files = [
         ("health/health.conf", tpl("health/health.conf.j2"), PUBLIC),
         ("health/clusterctl-healthcheck", tpl("health/clusterctl-healthcheck.sh.j2"), EXECUTABLE),
         ("health/clusterctl-dcgm-diag", tpl("health/clusterctl-dcgm-diag.sh.j2"), EXECUTABLE),
     ]
+    if plan.slurm.heal_interval_s is not None:
+        extra |= {
+            "interval_s": plan.slurm.heal_interval_s,
+            "prefix": PREFIX,
+            "owned": OWNED_BY_A_COMMAND,
+            "heal_path": HEAL_PATH,
+            "key_path": HEAL_KEY_PATH,
+            "known_hosts_path": HEAL_KNOWN_HOSTS_PATH,
+            "check_timeout_s": HEAL_CHECK_TIMEOUT_S,
+            "scontrol_timeout_s": HEAL_SCONTROL_TIMEOUT_S,
+        }
+        files += [
+            ("health/clusterctl-heal", tpl("health/clusterctl-heal.py.j2"), EXECUTABLE),
+            ("health/clusterctl-heal.service", tpl("health/clusterctl-heal.service.j2"), PUBLIC),
+            ("health/clusterctl-heal.timer", tpl("health/clusterctl-heal.timer.j2"), PUBLIC),
+        ]
+    return files

@@ -148,6 +148,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         },
         "clusterctl_burst_groups": [b.group for b in plan.slurm.burst],
         "clusterctl_slurm_health_check": plan.slurm.health_check_program is not None,
+        "clusterctl_slurm_heal_timer": plan.slurm.heal_interval_s is not None,
         "clusterctl_slurm_dcgm_epilog": plan.slurm.dcgm_epilog,
         "clusterctl_storage": [
             {

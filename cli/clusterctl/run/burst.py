@@ -18,6 +18,7 @@ from pathlib import Path
 
 from clusterctl.hostlist import HostlistError, expand
 from clusterctl.plan import Plan, PlanNode
+from clusterctl.render.health import HEAL_KEY_PATH
 from clusterctl.run.ansible import forget_facts, run_playbook
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError
@@ -142,6 +143,11 @@ def _group_provider(plan: Plan, group: str) -> str:
     return next(b.provider for b in plan.slurm.burst if b.group == group)
 
 
+def _heal_key_vars() -> dict[str, str]:
+    """The controller's heal key for the burst nodes' authorized_keys (its public half is all they get)."""
+    return {"slurm_scripts_heal_key_file": HEAL_KEY_PATH} if Path(HEAL_KEY_PATH + ".pub").is_file() else {}
+
+
 def resume(
     plan: Plan, hostlist: str, build_dir: Path, state_dir: Path, events: EventBus, *, munge_key_file: Path
 ) -> BurstOutcome:
@@ -163,7 +169,7 @@ def resume(
                 build_dir,
                 state_dir,
                 events,
-                extravars={"munge_key_file": str(munge_key_file)},
+                extravars={"munge_key_file": str(munge_key_file), **_heal_key_vars()},
                 limit=[n.hostname for n in nodes],
                 ident=f"burst-{int(time.time())}",
             )

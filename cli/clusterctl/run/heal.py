@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from clusterctl.drain_reasons import PREFIX
 from clusterctl.plan.models import Plan
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.jobs import Executor, run_many
@@ -24,7 +25,7 @@ from clusterctl.verify.base import last_line
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
 from clusterctl.verify.result import ParseError
 
-CLUSTERCTL_PREFIX = "clusterctl"
+CLUSTERCTL_PREFIX = PREFIX
 NODES_COMMAND = "scontrol show node -o"
 HEALTH_TIMEOUT_S = 120.0
 SCONTROL_TIMEOUT_S = 60.0

@@ -26,6 +26,7 @@ from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
 from clusterctl.run.readiness import Readiness, check_cluster
 from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S, REASON, RetireError, drain_and_wait, leaving
+from clusterctl.run.sshkeys import ensure_heal_key
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.run.upgrade import REBOOT_FOR, VERSIONS_KEY, Roll, changed_versions, rolling_nodes, rolls
 
@@ -65,7 +66,11 @@ def secrets_extravars(state: StateDir) -> dict[str, str]:
     """Paths (never contents) of the cluster's secrets, generated once, for the roles."""
     munge = state.secret_file(MUNGE_KEY[0], MUNGE_KEY[1], binary=MUNGE_KEY[2], mode=MUNGE_KEY[3])
     dbd = state.secret_file(DBD_PASSWORD[0], DBD_PASSWORD[1], binary=DBD_PASSWORD[2], mode=DBD_PASSWORD[3])
-    return {"munge_key_file": str(munge.resolve()), "slurm_dbd_password_file": str(dbd.resolve())}
+    return {
+        "munge_key_file": str(munge.resolve()),
+        "slurm_dbd_password_file": str(dbd.resolve()),
+        "slurm_scripts_heal_key_file": str(ensure_heal_key(state.path).resolve()),
+    }
 
 
 def slurm_change_action(plan: Plan, state: StateDir) -> dict[str, str]:

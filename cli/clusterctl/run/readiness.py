@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from clusterctl.drain_reasons import VERIFY
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
@@ -21,7 +22,7 @@ from clusterctl.verify.result import ParseError
 
 PHASE = "readiness"
 
-VERIFY_REASON = "clusterctl-verify:"
+VERIFY_REASON = VERIFY
 GOOD_STATES = {"idle", "mix", "mixed", "alloc", "allocated", "comp", "completing"}
 
 

@@ -14,14 +14,15 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from clusterctl.drain_reasons import REMOVE, UPGRADE
 from clusterctl.plan import Plan
 from clusterctl.run.events import EventBus
 from clusterctl.run.jobs import Executor, run_many
 from clusterctl.run.running_jobs import ask_jobs
 from clusterctl.verify.base import last_line, launcher_host
 
-REASON = "clusterctl:remove"
-UPGRADE_REASON = "clusterctl:upgrade"
+REASON = REMOVE
+UPGRADE_REASON = UPGRADE
 """The drain reason of a rolling upgrade (run/upgrade.py)."""
 DEFAULT_DRAIN_TIMEOUT_S = 3600.0
 POLL_S = 5.0

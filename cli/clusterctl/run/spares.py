@@ -10,6 +10,7 @@ passes is the swap marked returned and the node resumed, idle in no partition: a
 
 from __future__ import annotations
 
+from clusterctl.drain_reasons import REPLACED
 from clusterctl.plan.models import Plan
 from clusterctl.plan.service import Swap, SwapError, choose_spare, read_swaps, replaceable
 from clusterctl.render.health import HEALTHCHECK_PATH
@@ -21,7 +22,7 @@ from clusterctl.verify.base import last_line, launcher_host
 from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
 from clusterctl.verify.result import ParseError
 
-REPLACED_REASON = "clusterctl:replaced"
+REPLACED_REASON = REPLACED
 FREE_STATES = frozenset({"IDLE"})
 
 

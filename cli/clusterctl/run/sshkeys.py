@@ -1,6 +1,8 @@
 """SSH keys clusterctl generates once and keeps under ``.clusterctl/<cluster>/secrets/``.
 
 - clusterctl's own client key (ed25519): authorized on every node it creates.
+- The controller's heal key (ed25519): the controller's heal timer runs the nodes' health check
+  with it; on the nodes it can run nothing else (a forced command in root's authorized_keys).
 - One host key per cloud node (and the bastion): injected through cloud-init, so the
   known_hosts clusterctl writes is right before the first connection and SSH runs with
   ``StrictHostKeyChecking yes`` from the start -- no trust-on-first-use.
@@ -34,6 +36,8 @@ from clusterctl.run.state import (
 )
 
 CLIENT_KEY = "ssh/id_ed25519"
+HEAL_KEY = "ssh/heal_ed25519"
+HEAL_KEY_COMMENT = "clusterctl-heal"
 HOST_KEYS_DIR = "ssh/host_keys"
 
 
@@ -103,6 +107,18 @@ def ensure_client_key(state_dir: Path, cluster: str) -> tuple[Path, KeyPair]:
     path = state_dir / "secrets" / CLIENT_KEY
     ensure_secrets_dir(state_dir, path.parent)
     return path, _load_or_create(path, f"clusterctl@{cluster}")
+
+
+def ensure_heal_key(state_dir: Path) -> Path:
+    """The controller's heal key (generated once); returns the private key's path (``.pub`` beside it).
+
+    Raises:
+        StateDirError: as ``ensure_client_key``.
+    """
+    path = state_dir / "secrets" / HEAL_KEY
+    ensure_secrets_dir(state_dir, path.parent)
+    _load_or_create(path, HEAL_KEY_COMMENT)
+    return path
 
 
 def ensure_host_keys(state_dir: Path, names: list[str]) -> dict[str, KeyPair]:

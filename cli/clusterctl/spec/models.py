@@ -462,6 +462,20 @@ class SlurmSpec(StrictModel):
     dcgm_epilog: StrictBool = Field(
         False, description="Run `dcgmi diag -r 1` after every job on real GPU nodes; drain the node on failure."
     )
+    heal_every: DurationValue | None = Field(
+        default_factory=lambda: Duration(10, "m"),
+        description=(
+            "How often the controller's heal timer health-checks the nodes clusterctl drained and resumes the"
+            " healthy ones (what `clusterctl heal` does); null: no timer. Needs health_check."
+        ),
+    )
+
+    @field_validator("heal_every")
+    @classmethod
+    def _heal_every_at_least_a_minute(cls, value: Duration | None) -> Duration | None:
+        if value is not None and value.seconds < 60:
+            raise ValueError(f"heal_every is {value}; write at least 1m (each round health-checks drained nodes)")
+        return value
 
 
 class Monitoring(StrictModel):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from clusterctl.drain_reasons import VERIFY
 from clusterctl.hostlist import compress
 from clusterctl.run.jobs import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
 from clusterctl.spec.findings import Finding
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 EMULATED = "skipped: emulated GPUs"
 CONTAINER = "skipped: container"
-DRAIN_PREFIX = "clusterctl-verify:"
+DRAIN_PREFIX = VERIFY
 # Two nodes' clocks more than this apart make cross-node logs and traces misleading; NTP on a
 # LAN holds well under a millisecond, so 100 ms means the node is not really synchronised.
 MAX_TIME_OFFSET_S = 0.1

@@ -32,8 +32,17 @@ def _files(plan: object) -> dict[str, tuple[str, int]]:
 def test_rendered_files_and_modes() -> None:
     files = _files(ONPREM)
 
-    assert sorted(files) == ["health/clusterctl-dcgm-diag", "health/clusterctl-healthcheck", "health/health.conf"]
+    assert sorted(files) == [
+        "health/clusterctl-dcgm-diag",
+        "health/clusterctl-heal",
+        "health/clusterctl-heal.service",
+        "health/clusterctl-heal.timer",
+        "health/clusterctl-healthcheck",
+        "health/health.conf",
+    ]
     assert files["health/clusterctl-healthcheck"][1] == 0o755
+    assert files["health/clusterctl-heal"][1] == 0o755
+    assert files["health/clusterctl-heal.timer"][1] == 0o644
     assert files["health/clusterctl-dcgm-diag"][1] == 0o755
     assert files["health/health.conf"][1] == 0o644
     for text, _ in files.values():
