@@ -520,7 +520,8 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     local_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """A new NCCL pin, 2.26.2 to 2.27.3 (both in the stand-in CUDA mirror): the controller and login
-    node first, then two GPU nodes at a time, as `diff` listed them.
+    node first, then the GPU nodes one at a time (the default batch: 10 % of 4, at least one), as
+    `diff` listed them.
 
     A job runs on gpu001 when the roll starts: its batch is drained and waits for it; the job
     completes (never killed), every node is resumed after its health check and has the new NCCL
@@ -534,16 +535,14 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     options = ("--out", str(local_cluster.build_dir), "--yes", "--output", "json")
     options += ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
     # diff lists the batches the following `up` goes through.
-    planned = local_cluster.cli(
-        "diff", str(bumped), "--out", str(local_cluster.build_dir), "--max-unavailable", "2", "--output", "json"
-    )
+    planned = local_cluster.cli("diff", str(bumped), "--out", str(local_cluster.build_dir), "--output", "json")
     assert planned.returncode == 2, planned.stdout[-3000:] + planned.stderr[-3000:]
     listed = [c["detail"]["nodes"] for c in json.loads(planned.stdout)["changes"] if c["kind"] == "roll-batch"]
-    assert listed == [["gpu001", "gpu002"], ["gpu003", "gpu004"]], planned.stdout
+    assert listed == [["gpu001"], ["gpu002"], ["gpu003"], ["gpu004"]], planned.stdout
     job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 40'")
     assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
 
-    rolled = local_cluster.cli("up", str(bumped), "--max-unavailable", "2", *options)
+    rolled = local_cluster.cli("up", str(bumped), *options)
     save_artifact("e2e-rolling-upgrade-up.jsonl", rolled.stdout + rolled.stderr)
     assert rolled.returncode == 0, rolled.stdout[-3000:] + rolled.stderr[-3000:]
     events = json_events(rolled.stdout)
