@@ -46,12 +46,24 @@ def _heal(cluster: LocalCluster, name: str) -> tuple[int, dict[str, str]]:
     return result.returncode, {f["node"]: f["code"] for f in data["findings"]}
 
 
-def _drain_three(cluster: LocalCluster) -> subprocess.CompletedProcess[str]:
-    """Drain OURS and SICK for verify, ADMINS for an admin's reason; hide one of SICK's GPU devices."""
+def _drain_three(cluster: LocalCluster, *, sick_by_hand: bool) -> subprocess.CompletedProcess[str]:
+    """Drain OURS for verify, ADMINS for an admin's reason, and hide one of SICK's GPU devices
+    (SICK drained for verify too when ``sick_by_hand``, else left to its health check)."""
     _drain(cluster, OURS, "clusterctl-verify: e2e: drained by the test")
     _drain(cluster, ADMINS, "bad fan, ticket 4711")
-    _drain(cluster, SICK, "clusterctl-verify: e2e: drained by the test")
+    if sick_by_hand:
+        _drain(cluster, SICK, "clusterctl-verify: e2e: drained by the test")
     return cluster.exec(SICK, "mv /dev/nvidia7 /dev/.e2e-nvidia7")
+
+
+def _reason_settles(cluster: LocalCluster, host: str, prefix: str, timeout_s: float) -> str:
+    """The node's drain reason once it starts with ``prefix`` (or the last one read, at the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reason = cluster.exec(LAUNCHER, f"sinfo -h -n {host} -o %E").stdout.strip()
+        if reason.startswith(prefix) or time.monotonic() > deadline:
+            return reason
+        time.sleep(5)
 
 
 def _restore(cluster: LocalCluster) -> None:
@@ -63,9 +75,12 @@ def _restore(cluster: LocalCluster) -> None:
 
 @pytest.mark.order(65)
 def test_heal_resumes_only_healthy_nodes_clusterctl_drained(local_cluster: LocalCluster) -> None:
-    hidden = _drain_three(local_cluster)
+    hidden = _drain_three(local_cluster, sick_by_hand=False)
     try:
         assert hidden.returncode == 0, hidden.stderr
+        # slurmd runs the health check every HealthCheckInterval (60 s on container nodes): it drains SICK.
+        reason = _reason_settles(local_cluster, SICK, "clusterctl-health:", timeout_s=150)
+        assert reason.startswith("clusterctl-health: gpus: 7 of 8"), reason
         rc, codes = _heal(local_cluster, "sick")
         assert rc == 1
         assert codes == {SICK: "heal.unhealthy", OURS: "heal.resumed", ADMINS: "heal.foreign"}
@@ -108,7 +123,7 @@ def test_the_controllers_heal_timer_does_what_heal_does(local_cluster: LocalClus
     assert other.returncode == 0, other.stderr
     assert local_cluster.exec(OURS, "test -e /tmp/e2e-heal-other-command").returncode == 1
 
-    hidden = _drain_three(local_cluster)
+    hidden = _drain_three(local_cluster, sick_by_hand=True)
     try:
         assert hidden.returncode == 0, hidden.stderr
         # One round as the timer's service runs it, its output read directly.
