@@ -315,14 +315,35 @@ def managed_lustre(ctx: RuleContext) -> Iterator[Finding]:
 
 @rule("CLD009", "baremetal-os", Level.ERROR, tags=("baremetal",))
 def baremetal_os(ctx: RuleContext) -> Iterator[Finding]:
-    """Bare metal is installed by Ubuntu's autoinstall, so its OS is Ubuntu."""
+    """Where Ubuntu's autoinstall installs the machines, their OS is Ubuntu; baked images may be any OS."""
     spec = ctx.spec
-    if isinstance(spec.provider, BaremetalProvider) and not spec.os.startswith("ubuntu"):
+    provider = spec.provider
+    if not isinstance(provider, BaremetalProvider) or spec.os.startswith("ubuntu"):
+        return
+    if provider.image is None:
         yield baremetal_os.finding(
             ("os",),
-            f"Bare-metal nodes are installed with Ubuntu autoinstall; `{spec.os}` has no autoinstall.",
-            "Use `os: ubuntu-24.04` or `ubuntu-22.04`.",
+            f"Bare-metal nodes without `provider.image` are installed with Ubuntu's autoinstall; `{spec.os}` has "
+            "no autoinstall.",
+            "Boot the baked image instead (`image: {default: install}` under `provider`, then `clusterctl image "
+            "build`), or use `os: ubuntu-24.04` or `ubuntu-22.04`.",
         )
+
+
+@rule("CLD018", "baremetal-image-groups", Level.ERROR, tags=("baremetal",))
+def baremetal_image_groups(ctx: RuleContext) -> Iterator[Finding]:
+    """``provider.image.groups`` names node groups of the spec that boot from PXE (not burst groups)."""
+    provider = ctx.spec.provider
+    if not isinstance(provider, BaremetalProvider) or provider.image is None:
+        return
+    groups = {g.group for g in ctx.spec.nodes if g.burst is None}
+    for name in provider.image.groups:
+        if name not in groups:
+            yield baremetal_image_groups.finding(
+                ("provider", "image", "groups", name),
+                f"`{name}` is not a node group of this spec that boots from PXE.",
+                f"Use one of: {', '.join(sorted(groups))}.",
+            )
 
 
 @rule("CLD010", "gpu-networks", Level.ERROR, phase=1, tags=("cloud",))

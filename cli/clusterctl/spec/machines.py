@@ -25,6 +25,9 @@ from pydantic import TypeAdapter, ValidationError
 from clusterctl.spec.types import BmcAddress, HostLabel, MacAddress, SlurmName
 
 REQUIRED_COLUMNS = ("hostname", "bmc", "mac", "rack")
+# Optional: a machine whose firmware boots otherwise than the spec's provider.boot_mode (a mixed fleet).
+OPTIONAL_COLUMNS = ("boot_mode",)
+BOOT_MODES = {"uefi": "UEFI", "legacy": "Legacy", "bios": "Legacy"}
 # Room for a few tens of thousands of rows (a row is ~50 bytes); a larger file is not an inventory.
 MAX_MACHINES_BYTES = 4 << 20
 MAX_LINE_CHARS = 1024
@@ -46,6 +49,7 @@ class Machine:
     rack: str
     line: int
     columns: dict[str, int] = field(default_factory=dict, compare=False)
+    boot_mode: str | None = None  # UEFI or Legacy; None: the spec's provider.boot_mode
 
     def column(self, name: str) -> int:
         """The 1-based column where cell ``name`` starts on its line (1 when unknown)."""
@@ -199,6 +203,9 @@ def _cell_starts(line: str) -> list[int]:
 
 def _check_cell(name: str, value: str) -> tuple[str | None, str]:
     """(normalized value, "") or (None, why): the reason never repeats more of the cell than ``shown``."""
+    if name == "boot_mode":
+        mode = BOOT_MODES.get(value.lower())
+        return (mode, "") if mode else (None, "`boot_mode` cell: UEFI or Legacy (empty: the spec's provider.boot_mode)")
     try:
         return _CELL_TYPES[name].validate_python(value), ""
     except ValidationError as exc:
@@ -209,7 +216,9 @@ def _check_cell(name: str, value: str) -> tuple[str | None, str]:
 
 
 def parse_machines(data: bytes, name: str = "machines.csv") -> list[Machine]:
-    """Parse the bytes of machines.csv (header ``hostname,bmc,mac,rack``); every cell is validated.
+    """Parse the bytes of machines.csv (header ``hostname,bmc,mac,rack``, optional ``boot_mode``).
+
+    Every cell is validated.
 
     Raises:
         MachinesError: with every problem (up to ``MAX_PROBLEMS``), each at its line and column.
@@ -254,7 +263,7 @@ def parse_machines(data: bytes, name: str = "machines.csv") -> list[Machine]:
             header_line,
         )
         raise MachinesError(problems)
-    index = {column: header.index(column) for column in REQUIRED_COLUMNS}
+    index = {column: header.index(column) for column in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if column in header}
     machines: list[Machine] = []
     for number, line, cells in rows[1:]:
         starts = _cell_starts(line)
@@ -274,8 +283,21 @@ def parse_machines(data: bytes, name: str = "machines.csv") -> list[Machine]:
                 problem(why, number, columns[column_name])
             else:
                 values[column_name] = value
+        optional: dict[str, str] = {}
+        for column_name in (c for c in OPTIONAL_COLUMNS if c in index):
+            position = index[column_name]
+            raw_cell = cells[position]
+            if not raw_cell.strip():
+                continue
+            start = starts[position] if position < len(starts) else 1
+            columns[column_name] = start + len(raw_cell) - len(raw_cell.lstrip())
+            value, why = _check_cell(column_name, raw_cell.strip())
+            if value is None:
+                problem(why, number, columns[column_name])
+            else:
+                optional[column_name] = value
         if len(values) == len(REQUIRED_COLUMNS):
-            machines.append(Machine(line=number, columns=columns, **values))
+            machines.append(Machine(line=number, columns=columns, **values, **optional))
     if problems:
         raise MachinesError(problems)
     return machines

@@ -32,6 +32,7 @@ from clusterctl.spec.types import (
     CloudRegion,
     CloudZone,
     DiskMatch,
+    DnsLabel,
     Duration,
     DurationValue,
     FileName,
@@ -40,6 +41,7 @@ from clusterctl.spec.types import (
     ImageReference,
     IPv4AddressValue,
     IPv4NetworkValue,
+    KernelArg,
     LinuxUser,
     NetdevName,
     PositiveInt,
@@ -96,6 +98,27 @@ class BmcSettings(StrictModel):
         return self
 
 
+ImageBoot = Literal["install", "stateless"]
+
+
+class BaremetalImage(StrictModel):
+    """Machines boot the node image `clusterctl image build` baked, instead of an OS installer."""
+
+    default: ImageBoot = Field(
+        "install",
+        description=(
+            "What a machine does with the image at its PXE boot: `install` writes it to the group's disk "
+            "(install_disk, else the largest) and boots from that disk afterwards; `stateless` runs it from RAM "
+            "(a tmpfs root filled from the image at every boot; the machine needs the image's unpacked size in RAM)."
+        ),
+    )
+    groups: dict[DnsLabel, ImageBoot] = Field(
+        default_factory=dict,
+        description="Node groups that boot otherwise than `default` (group name -> install or stateless).",
+        examples=[{"gpu": "stateless"}],
+    )
+
+
 class BaremetalProvider(StrictModel):
     """Physical servers driven through their BMCs (Redfish) and PXE."""
 
@@ -131,7 +154,28 @@ class BaremetalProvider(StrictModel):
         examples=["ubuntu-24.04.2-live-server-amd64.iso"],
     )
     boot_mode: Literal["UEFI", "Legacy"] = Field(
-        "UEFI", description="Firmware boot mode of the one-time PXE boot override (Redfish BootSourceOverrideMode)."
+        "UEFI",
+        description=(
+            "Firmware boot mode of the one-time PXE boot override (Redfish BootSourceOverrideMode); a machine "
+            "booting otherwise says so in the optional `boot_mode` column of machines.csv."
+        ),
+    )
+    image: BaremetalImage | None = Field(
+        None,
+        description=(
+            "Boot the baked node image (`clusterctl image build`: a root filesystem archive the PXE server serves) "
+            "instead of installing Ubuntu with its autoinstall. Needed for an OS without an autoinstall (debian-12); "
+            "`clusterctl up` then refuses to start before every hardware profile has its image in the lock."
+        ),
+        examples=[{"default": "install", "groups": {"gpu": "stateless"}}],
+    )
+    kernel_args: list[KernelArg] = Field(
+        default_factory=list,
+        description=(
+            "Extra kernel arguments of the machines booting the baked image, e.g. the serial console the BMC "
+            "records (console=ttyS0,115200n8); an installed machine keeps them in its own boot loader."
+        ),
+        examples=[["console=tty0", "console=ttyS0,115200n8"]],
     )
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,

@@ -419,6 +419,32 @@ _disk_match = TextCheck(
 DiskMatch = Annotated[str, _disk_match]
 """A disk selector for the installer: a /dev path, globs allowed."""
 
+# Set by the rendered boot entries themselves (render/pxe_image.py): a spec cannot override them.
+RESERVED_KERNEL_ARGS = ("boot", "ip", "root", "initrd", "clusterctl.")
+
+
+def _kernel_arg_problem(arg: str) -> str | None:
+    name = arg.split("=", 1)[0]
+    for reserved in RESERVED_KERNEL_ARGS:
+        if name == reserved or (reserved.endswith(".") and name.startswith(reserved)):
+            return f"`{reserved}` is set by clusterctl's own boot entries; remove it"
+    return None
+
+
+_kernel_arg = TextCheck(
+    what="a kernel argument",
+    pattern=r"[A-Za-z0-9_.][A-Za-z0-9._:/=@%+,~-]*",
+    allowed=(
+        "one word of letters, digits and '._:/=@%+,~-' (what GRUB, PXELINUX and iPXE pass through unquoted), "
+        "e.g. console=ttyS0,115200n8"
+    ),
+    max_length=256,
+    examples=("console=ttyS0,115200n8",),
+    extra=_kernel_arg_problem,
+)
+KernelArg = Annotated[str, _kernel_arg]
+"""One word of a Linux kernel command line, as the boot loaders pass it without quoting."""
+
 
 # --- URLs ----------------------------------------------------------------------------------------
 

@@ -250,6 +250,14 @@ CASES: list[tuple[str, str, Mutation, Level, str, str]] = [
         "os",
     ),
     (
+        "CLD018",
+        "onprem-h100-256.yaml",
+        _set("provider.image", {"default": "install", "groups": {"gpus": "stateless"}}),
+        Level.ERROR,
+        "`gpus` is not a node group",
+        "provider.image.groups.gpus",
+    ),
+    (
         "CLD010",
         "gcp-a3mega.yaml",
         _set("provider.gpu_network_cidr", "10.50.0.0/16"),
@@ -448,3 +456,14 @@ def test_a3_ultra_burst_group_needs_its_providers_project(tmp_path: Path) -> Non
     assert hit.line > 0
     burst["provider"]["project"] = "acme-ml"
     assert not [f for f in _findings(write_spec(tmp_path, data)) if f.code == "CLD017"]
+
+
+def test_debian_bare_metal_is_refused_only_where_ubuntus_installer_would_install_it(tmp_path: Path) -> None:
+    """CLD009: Debian machines that boot the baked image (`provider.image`) install no Ubuntu at all."""
+    debian = _both(_set("os", "debian-12"), _set("versions.slurm", "22.05"))
+    (tmp_path / "installer").mkdir()
+    (tmp_path / "baked").mkdir()
+    with_installer = _findings(mutated(tmp_path / "installer", debian))
+    baked = _findings(mutated(tmp_path / "baked", _both(debian, _set("provider.image", {"default": "stateless"}))))
+    assert [f.code for f in with_installer if f.code == "CLD009"] == ["CLD009"]
+    assert not [f for f in baked if f.code == "CLD009"]

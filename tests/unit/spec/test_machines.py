@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from clusterctl.pipeline import load_and_validate
 from clusterctl.rules import validate
 from clusterctl.spec import Level, load_spec
 from clusterctl.spec.findings import SpecError
@@ -469,3 +470,39 @@ def test_validate_command_prints_no_line_of_the_csv(tmp_path: Path) -> None:
         assert f"{csv}{where}" in result.output
         for secret in ("$6$", "VeryLongSecretHash", "alice", "19700", "3c:ec:ef:10:00:04"):
             assert secret not in result.output
+
+
+# --- the optional boot_mode column ---------------------------------------------------------------
+
+
+def test_a_machine_may_name_its_firmware(tmp_path: Path) -> None:
+    """``boot_mode`` (UEFI, Legacy or BIOS, any case; empty: the spec's) for a fleet of mixed firmware."""
+    _write(
+        tmp_path,
+        "hostname,bmc,mac,rack,boot_mode\n"
+        "gpu001,10.10.1.1,3c:ec:ef:10:00:04,r01,uefi\n"
+        "gpu002,10.10.1.2,3c:ec:ef:10:00:05,r01,BIOS\n"
+        "gpu003,10.10.1.3,3c:ec:ef:10:00:06,r01,\n",
+    )
+    assert [m.boot_mode for m in read_machines(tmp_path, "machines.csv")] == ["UEFI", "Legacy", None]
+
+
+def test_a_bad_firmware_is_located(tmp_path: Path) -> None:
+    _write(tmp_path, "hostname,bmc,mac,rack,boot_mode\ngpu001,10.10.1.1,3c:ec:ef:10:00:04,r01,coreboot\n")
+    with pytest.raises(MachinesError) as exc:
+        read_machines(tmp_path, "machines.csv")
+    assert _problems(exc) == [(2, 40, "`boot_mode` cell: UEFI or Legacy (empty: the spec's provider.boot_mode)")]
+
+
+def test_the_plan_gives_each_machine_its_firmware(tmp_path: Path) -> None:
+    path = _spec(tmp_path)
+    csv = tmp_path / "machines.csv"
+    lines = csv.read_text().splitlines()
+    lines = [lines[0] + ",boot_mode", *(f"{line},{'Legacy' if i == 1 else ''}" for i, line in enumerate(lines[1:], 1))]
+    csv.write_text("\n".join(lines) + "\n")
+    plan = load_and_validate(path).plan
+    assert plan.baremetal is not None
+    modes = {m.hostname: m.boot_mode for m in plan.baremetal.machines}
+    assert modes["ctl001"] == "Legacy"
+    assert set(modes.values()) == {"UEFI", "Legacy"}
+    assert plan.baremetal.boot_mode == "UEFI"
