@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
+from typing import Literal
 
 from clusterctl.catalog.cloud_services import (
     AMLFS_TIERS,
@@ -36,7 +37,7 @@ from clusterctl.plan.models import (
     ManagedLustrePlan,
     PlanNode,
 )
-from clusterctl.spec.machines import MachinesError, read_ca_bundle
+from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines
 from clusterctl.spec.models import LustreStorage, NodeGroup, Spec
 from clusterctl.spec.providers import AwsProvider, AzureProvider, BaremetalProvider, CloudProvider, GcpProvider
 
@@ -468,6 +469,7 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()
     network = spec.network.management_cidr
     gateway = spec.network.gateway or IPv4Address(int(network.network_address) + 1)
     pxe = provider.pxe_server or IPv4Address(int(network.network_address) + 2)
+    firmware = _machine_boot_modes(provider, base_dir)
     machines = [
         BaremetalMachinePlan(
             hostname=n.hostname,
@@ -478,6 +480,7 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()
             address=n.address,
             mac=n.mac.lower(),
             bmc=n.bmc,
+            boot_mode=firmware.get(n.hostname) or provider.boot_mode,
         )
         for n in nodes
         if not n.burst and n.mac and n.bmc
@@ -513,4 +516,22 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()
         gateway=str(gateway),
         dns=[str(gateway)],
         domain=spec.network.domain,
+        image_boot=_image_boot(spec, provider),
+        kernel_args=list(provider.kernel_args),
     )
+
+
+def _machine_boot_modes(provider: BaremetalProvider, base_dir: Path) -> dict[str, str]:
+    """hostname -> the firmware machines.csv gives it (only machines with a ``boot_mode`` cell)."""
+    try:
+        return {m.hostname: m.boot_mode for m in read_machines(base_dir, provider.machines) if m.boot_mode}
+    except MachinesError:
+        return {}  # rule BMF001 and the loader report the file's problems
+
+
+def _image_boot(spec: Spec, provider: BaremetalProvider) -> dict[str, Literal["install", "stateless"]]:
+    """node group -> install or stateless, for every group of a spec whose machines boot the baked image."""
+    image = provider.image
+    if image is None:
+        return {}
+    return {g.group: image.groups.get(g.group, image.default) for g in spec.nodes if g.burst is None}

@@ -107,7 +107,7 @@ def _pxe_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileSp
     machine: BaremetalMachinePlan
     for machine in (m for m in bm.machines if m.hostname not in imaged):
         name = _mac_file(machine.mac)
-        if bm.boot_mode == "UEFI":
+        if machine.boot_mode == "UEFI":
             text = env.get_template("pxe/grub-host.cfg.j2").render(**ctx, bm=bm, machine=machine)
             out.append((f"pxe/tftp/grub/grub.cfg-{name}", text, PUBLIC))
         else:

@@ -1,13 +1,14 @@
 """PXE entries that boot a baked node image (``plan.baremetal.images``) instead of the installer.
 
 When the lock names a bare-metal image for a node group's hardware profile, each machine of that
-group gets a GRUB file (UEFI) or PXELINUX file (legacy BIOS) and an iPXE script with two
+group gets a GRUB file (UEFI firmware) or PXELINUX file (legacy BIOS; the machine's own
+``boot_mode`` in machines.csv, else the spec's) and an iPXE script with two
 entries, both booting the image's own kernel and initramfs with ``boot=clusterctl``
 (templates/pxe/image/initramfs-boot.sh, baked into the initramfs): ``install`` writes the archive
 to the group's ``install_disk`` and boots it, ``stateless`` runs it from a tmpfs at every boot.
-``image.default`` says which one a machine boots unattended. Machines of the other groups keep
-the installer's entries (render/cloud.py). Every kernel argument comes from :func:`boot_args`
-and is escaped in the templates with ``bootarg``.
+The group's mode (the spec's ``provider.image``) says which one a machine boots unattended.
+Machines of the other groups keep the installer's entries (render/cloud.py). Every kernel
+argument comes from :func:`boot_args` and is escaped in the templates with ``bootarg``.
 
 Build-directory layout added here (the files under ``images/`` are written by ``clusterctl image
 build``, not rendered)::
@@ -61,10 +62,11 @@ def boot_args(
         f"clusterctl.user={bm.ssh_user}",
     ]
     if mode == "install":
-        args.append(f"clusterctl.firmware={'uefi' if bm.boot_mode == 'UEFI' else 'bios'}")
+        args.append(f"clusterctl.firmware={'uefi' if machine.boot_mode == 'UEFI' else 'bios'}")
         if install_disk:
             args.append(f"clusterctl.disk={install_disk}")
-    return args
+    # The site's own (the serial console, say) last; an installed machine keeps them.
+    return [*args, *bm.kernel_args]
 
 
 def mac_file(mac: str) -> str:
@@ -101,7 +103,7 @@ def image_pxe_files(bm: BaremetalPlan, env: Environment, ctx: dict[str, Any]) ->
             "stateless_args": boot_args(bm, image, machine, "stateless", disk),
         }
         name = mac_file(machine.mac)
-        if bm.boot_mode == "UEFI":
+        if machine.boot_mode == "UEFI":
             text = env.get_template("pxe/image/grub-host.cfg.j2").render(**values)
             out.append((f"pxe/tftp/grub/grub.cfg-{name}", text, PUBLIC))
         else:

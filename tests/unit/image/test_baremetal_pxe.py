@@ -210,13 +210,47 @@ def test_install_disk_and_stateless_default(plan: Plan, tmp_path: Path) -> None:
 
 
 def test_legacy_bios_machines_get_pxelinux_entries(plan: Plan) -> None:
-    legacy = replaced(plan, {"baremetal.boot_mode": "Legacy"})
+    """Each machine boots by its own firmware (machines.csv's boot_mode): a mixed fleet gets both kinds."""
+    first, second, *rest = plan.baremetal.machines
+    machines = [first.model_copy(update={"boot_mode": "Legacy"}), second, *rest]
+    legacy = replaced(plan, {"baremetal.machines": machines})
     files = _files(with_archive(legacy, _locked(SHA)))
-    machine = legacy.baremetal.machines[0]
-    text = files[f"pxe/tftp/pxelinux.cfg/{mac_file(machine.mac)}"]
+    text = files[f"pxe/tftp/pxelinux.cfg/{mac_file(first.mac)}"]
     assert text.count("LABEL ") == 2
     assert "clusterctl.firmware=bios" in text
     assert f"clusterctl.sha256={SHA}" in text
+    assert f"pxe/tftp/grub/grub.cfg-{mac_file(first.mac)}" not in files
+    assert "clusterctl.firmware=uefi" in files[f"pxe/tftp/grub/grub.cfg-{mac_file(second.mac)}"]
+    assert f"pxe/tftp/pxelinux.cfg/{mac_file(second.mac)}" not in files
+
+
+def test_each_group_boots_as_the_spec_says_with_the_sites_kernel_arguments(plan: Plan, tmp_path: Path) -> None:
+    """provider.image: install by default, the groups it names stateless; kernel_args end every entry."""
+    console = ["console=tty0", "console=ttyS1,115200n8"]
+    modes = {"gpu": "stateless", "ctl": "install"}
+    bm = plan.baremetal.model_copy(update={"image_boot": modes, "kernel_args": console})
+    imaged = with_archive(plan.model_copy(update={"baremetal": bm}), _locked(SHA))
+    assert {g: i.default for g, i in imaged.baremetal.images.items()} == {
+        "ctl": "install",
+        "login": "install",
+        "gpu": "stateless",
+    }
+    files = _files(imaged)
+    for machine in bm.machines:
+        grub = files[f"pxe/tftp/grub/grub.cfg-{mac_file(machine.mac)}"]
+        assert ("set default=1" in grub) is (machine.group == "gpu"), machine.hostname
+        for words in _kernel_lines(grub):
+            assert words[-2:] == console
+        assert _grub_check(grub, tmp_path).returncode == 0
+
+
+def test_the_default_grub_file_sends_a_known_machine_to_its_own(imaged: dict[str, str], tmp_path: Path) -> None:
+    """Signed GRUB network images read grub/grub.cfg: it goes on to grub.cfg-01-<mac> (dashes, as rendered)."""
+    text = imaged["pxe/tftp/grub/grub.cfg"]
+    assert 'configfile "$prefix/grub.cfg-01-$m1-$m2-$m3-$m4-$m5-$m6"' in text
+    assert text.index("configfile") < text.index('menuentry "Boot from local disk"')
+    checked = _grub_check(text, tmp_path)
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_a_value_that_is_no_boot_argument_is_refused(plan: Plan) -> None:
@@ -276,6 +310,7 @@ log_begin_msg() { :; }
 log_end_msg() { :; }
 panic() { echo "PANIC: $*" >&2; exit 3; }
 mount() { :; }
+umount() { :; }
 chroot() { echo "chroot $*" >> "$TRACE"; [ "$2" != id ]; }  # the image has no such user yet
 busybox() {
   # busybox wget -q -O DEST URL: copy the file the URL names from the stand-in server.
