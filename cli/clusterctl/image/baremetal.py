@@ -25,6 +25,7 @@ target's, byte for byte; an archive only adds what booting needs, in a layer of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -83,10 +84,27 @@ INITRAMFS_FILES = {
     "initramfs-hook.sh": ("/etc/initramfs-tools/hooks/clusterctl", "0755"),
     "initramfs.conf": ("/etc/initramfs-tools/conf.d/clusterctl.conf", "0644"),
 }
+# What the boot script runs in the initramfs that busybox also has (busybox's would not do).
+INITRAMFS_TOOLS = ("tar", "gzip", "zstd", "sfdisk", "mke2fs", "mkfs.fat", "blkid")
 NETWORK_UNIT = "/etc/systemd/network/20-clusterctl-dhcp.network"
 NETWORK = "[Match]\nType=ether\n\n[Network]\nDHCP=yes\n"
 _APT_TIMEOUT_S = 1800
 _EXPORT_TIMEOUT_S = 3600
+
+
+def boot_layer_digest(os: str) -> str:
+    """The first 12 hex digits of a sha256 over what the bootable layer adds for ``os``.
+
+    Why: the content hash covers the roles' install stage and the base image, not the boot layer;
+    a changed initramfs script or boot package list must make a new archive, so the target's
+    ``base`` (an input of the hash) names this digest too.
+    """
+    digest = hashlib.sha256()
+    for source in sorted(INITRAMFS_FILES):
+        digest.update(source.encode() + b"\0" + (templates_dir() / "pxe" / "image" / source).read_bytes() + b"\0")
+    digest.update(boot_layer_script(os, with_headers=False).encode())
+    digest.update(json.dumps(INITRAMFS_FILES, sort_keys=True).encode())
+    return digest.hexdigest()[:12]
 
 
 def default_base() -> str:
@@ -127,6 +145,17 @@ def boot_layer_script(os: str, with_headers: bool) -> str:
         "for initrd in /boot/initrd.img-*; do\n"
         "  lsinitramfs \"$initrd\" | grep -qx 'scripts/clusterctl' ||\n"
         '    { echo "clusterctl: $initrd lacks scripts/clusterctl" >&2; exit 1; }\n'
+        # The boot script needs the real programs, not busybox's applets of the same name.
+        '  unpacked="$(mktemp -d)"\n'
+        '  unmkinitramfs "$initrd" "$unpacked"\n'
+        '  root="$unpacked"; [ ! -d "$unpacked/main" ] || root="$unpacked/main"\n'
+        f"  for tool in {' '.join(INITRAMFS_TOOLS)}; do\n"
+        '    real="$(readlink -f "$(command -v "$tool")")"\n'
+        '    if [ ! -f "$root$real" ] || cmp -s "$root$real" "$root/usr/bin/busybox"; then\n'
+        '      echo "clusterctl: $initrd has no $tool of its own (busybox\'s or none)" >&2; exit 1\n'
+        "    fi\n"
+        "  done\n"
+        '  rm -rf "$unpacked"\n'
         "done\n"
         f"mkdir -p {folder}\n"
         f"printf '%s' {network} > {NETWORK_UNIT}\n"
@@ -174,12 +203,15 @@ def with_archives(plan: Plan, images: Mapping[str, LockedImage], default: str = 
 
     ``images``: hardware profile -> its locked image. The render then writes each machine of those
     groups PXE entries for the archive (render/pxe_image.py); the other groups keep the installer.
+    Each group boots it as the spec's ``provider.image`` says (``baremetal.image_boot``), else
+    ``default``.
     """
     if plan.baremetal is None or not images:
         return plan
     hardware = {g.name: g.hardware for g in plan.groups}
+    modes = plan.baremetal.image_boot
     chosen = {
-        group.group: archive_plan(plan, images[hardware[group.group]], default)
+        group.group: archive_plan(plan, images[hardware[group.group]], modes.get(group.group, default))
         for group in plan.baremetal.autoinstall
         if hardware.get(group.group) in images
     }
@@ -200,7 +232,9 @@ class BaremetalImageTarget:
     def __init__(self, plan: Plan, build_dir: Path, base: str = DEFAULT_IMAGE) -> None:
         self.plan = plan
         self.build_dir = build_dir
-        self.base = base
+        self.base_image = base
+        # What the content hash reads as the base: the Docker image and the boot layer's digest.
+        self.base = f"{base} boot:{boot_layer_digest(plan.cluster.os)}"
         self.local = LocalImageTarget(base)
 
     def arch(self) -> str:
@@ -253,7 +287,7 @@ class BaremetalImageTarget:
 
     def base_os(self) -> str:
         """The OS of the base image (``debian-12``, ``ubuntu-24.04``), from its /etc/os-release."""
-        result = docker("run", "--rm", "--network", "none", "--entrypoint", "cat", self.base, "/etc/os-release")
+        result = docker("run", "--rm", "--network", "none", "--entrypoint", "cat", self.base_image, "/etc/os-release")
         fields = dict(
             line.split("=", 1) for line in result.stdout.splitlines() if "=" in line and not line.startswith("#")
         )
@@ -270,7 +304,7 @@ class BaremetalImageTarget:
         have = self.base_os()
         if have != os:
             raise ImageBuildError(
-                f"the spec's nodes run {os} but the base image {self.base} is {have or 'unknown'}; build a base "
+                f"the spec's nodes run {os} but the base image {self.base_image} is {have or 'unknown'}; build a base "
                 f"image of {os} (debootstrap, as scripts/docker-bootstrap.sh does for Debian) and give it with "
                 "CLUSTERCTL_BASE_IMAGE"
             )

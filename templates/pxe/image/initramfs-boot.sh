@@ -19,6 +19,10 @@
 #   clusterctl.hostkey=URL       this machine's SSH host key, served once by `clusterctl up`
 #   clusterctl.pubkey=URL        clusterctl's public key
 #   clusterctl.user=NAME         the user clusterctl logs in as (passwordless sudo)
+#
+# Any other argument (the serial console, say) is kept by an installed system: its GRUB boots
+# the kernel with it (/etc/default/grub.d/40-clusterctl.cfg). Every failure stops the boot with
+# a line starting "clusterctl: " on the console, which `clusterctl up` shows for the machine.
 
 CLUSTERCTL_WORK=/run/clusterctl
 
@@ -43,16 +47,23 @@ clusterctl_fail() {
 }
 
 clusterctl_fetch() {
-	# Download $1 to $2; retries for a server that is not listening yet.
+	# Download $1 to $2; retries for a server that is not listening yet. On failure, wget's last
+	# words are in $CLUSTERCTL_WORK/fetch.err (clusterctl_fetch_error prints them).
 	clusterctl_try=0
 	while [ "$clusterctl_try" -lt 20 ]; do
-		if busybox wget -q -O "$2" "$1"; then
+		if busybox wget -q -O "$2" "$1" 2>"$CLUSTERCTL_WORK/fetch.err"; then
 			return 0
 		fi
+		rm -f "$2"
 		clusterctl_try=$((clusterctl_try + 1))
 		sleep 3
 	done
 	return 1
+}
+
+clusterctl_fetch_error() {
+	# wget's last error line, for a failure message (empty when it said nothing).
+	tail -n 1 "$CLUSTERCTL_WORK/fetch.err" 2>/dev/null | tr -d '\r'
 }
 
 clusterctl_partition_name() {
@@ -99,10 +110,47 @@ clusterctl_prepare_disk() {
 	CLUSTERCTL_ROOT="$(clusterctl_partition_name "$clusterctl_disk" 2)"
 	udevadm settle 2>/dev/null || sleep 2
 	if [ -n "$CLUSTERCTL_ESP" ]; then
-		mkfs.vfat -F 32 -n EFI "$CLUSTERCTL_ESP" || clusterctl_fail "could not format $CLUSTERCTL_ESP"
+		mkfs.fat -F 32 -n EFI "$CLUSTERCTL_ESP" || clusterctl_fail "could not format $CLUSTERCTL_ESP"
 	fi
-	mkfs.ext4 -q -F -L clusterctl-root "$CLUSTERCTL_ROOT" || clusterctl_fail "could not format $CLUSTERCTL_ROOT"
+	mke2fs -t ext4 -q -F -L clusterctl-root "$CLUSTERCTL_ROOT" || clusterctl_fail "could not format $CLUSTERCTL_ROOT"
 	mount -t ext4 "$CLUSTERCTL_ROOT" "${rootmnt:?}" || clusterctl_fail "could not mount $CLUSTERCTL_ROOT"
+}
+
+clusterctl_kernel_args() {
+	# The kernel arguments the installed system keeps: this boot's, less the boot loader's and
+	# clusterctl's own (the serial console of the machine, for instance).
+	# shellcheck disable=SC2013
+	for clusterctl_arg in $(cat /proc/cmdline); do
+		case "$clusterctl_arg" in
+		BOOT_IMAGE=* | initrd=* | ip=* | boot=* | root=* | clusterctl.*) ;;
+		*) printf '%s ' "$clusterctl_arg" ;;
+		esac
+	done
+}
+
+clusterctl_grub_defaults() {
+	# /etc/default/grub.d/40-clusterctl.cfg: the kept kernel arguments, and GRUB on the serial
+	# console too when the kernel has one (console=ttyS<unit>,<speed>).
+	clusterctl_keep="$(clusterctl_kernel_args)"
+	clusterctl_keep="${clusterctl_keep% }"
+	mkdir -p "${rootmnt}/etc/default/grub.d"
+	{
+		echo "# written by the clusterctl installer: the kernel arguments this machine was installed with"
+		echo "GRUB_CMDLINE_LINUX=\"$clusterctl_keep\""
+		for clusterctl_arg in $clusterctl_keep; do
+			case "$clusterctl_arg" in
+			console=ttyS[0-9]*)
+				clusterctl_serial="${clusterctl_arg#console=ttyS}"
+				clusterctl_unit="${clusterctl_serial%%,*}"
+				clusterctl_speed="${clusterctl_serial#*,}"
+				[ "$clusterctl_speed" != "$clusterctl_serial" ] || clusterctl_speed=9600
+				clusterctl_speed="${clusterctl_speed%%[!0-9]*}"
+				echo 'GRUB_TERMINAL="console serial"'
+				echo "GRUB_SERIAL_COMMAND=\"serial --unit=$clusterctl_unit --speed=${clusterctl_speed:-9600}\""
+				;;
+			esac
+		done
+	} >"${rootmnt}/etc/default/grub.d/40-clusterctl.cfg"
 }
 
 clusterctl_install_bootloader() {
@@ -131,6 +179,7 @@ clusterctl_install_bootloader() {
 	else
 		chroot "${rootmnt}" grub-install --target=i386-pc "$CLUSTERCTL_DISK" || clusterctl_fail "grub-install (BIOS) failed"
 	fi
+	clusterctl_grub_defaults
 	chroot "${rootmnt}" grub-mkconfig -o /boot/grub/grub.cfg || clusterctl_fail "grub-mkconfig failed"
 	umount "${rootmnt}/sys/firmware/efi/efivars" 2>/dev/null || true
 	for clusterctl_fs in run sys proc dev; do
@@ -157,7 +206,8 @@ clusterctl_identity() {
 		clusterctl_fetch "$clusterctl_hostkey" "$clusterctl_fetched" || true
 		if ! sed -n 2p "$clusterctl_fetched" 2>/dev/null | grep -q -- '^-----BEGIN OPENSSH '; then
 			rm -f "$clusterctl_fetched"
-			clusterctl_fail "no SSH host key was served for ${clusterctl_name:-this machine} (is clusterctl up running?)"
+			clusterctl_fail "no SSH host key was served for ${clusterctl_name:-this machine} from $clusterctl_hostkey" \
+				"($(clusterctl_fetch_error)); is clusterctl up running?"
 		fi
 		rm -f "${rootmnt}"/etc/ssh/ssh_host_*
 		(
@@ -206,9 +256,13 @@ mountroot() {
 
 	configure_networking
 	mkdir -p "$CLUSTERCTL_WORK"
+	# initramfs-tools' /run holds a tenth of the RAM, less than an archive on a small machine: the
+	# archive gets a tmpfs of its own (at most half the RAM, tmpfs' default), gone before the real init.
+	mount -t tmpfs -o mode=0700 clusterctl "$CLUSTERCTL_WORK" || clusterctl_fail "could not mount a tmpfs at $CLUSTERCTL_WORK"
 	clusterctl_archive="$CLUSTERCTL_WORK/rootfs"
 	log_begin_msg "clusterctl: fetching $CLUSTERCTL_URL"
-	clusterctl_fetch "$CLUSTERCTL_URL" "$clusterctl_archive" || clusterctl_fail "could not download $CLUSTERCTL_URL"
+	clusterctl_fetch "$CLUSTERCTL_URL" "$clusterctl_archive" ||
+		clusterctl_fail "could not download $CLUSTERCTL_URL ($(clusterctl_fetch_error))"
 	log_end_msg
 	clusterctl_got="$(sha256sum "$clusterctl_archive" | cut -d ' ' -f 1)"
 	if [ "$clusterctl_got" != "$CLUSTERCTL_SHA256" ]; then
@@ -228,12 +282,16 @@ mountroot() {
 	*) clusterctl_unpack="gzip -dc" ;;
 	esac
 	log_begin_msg "clusterctl: unpacking the root filesystem"
+	clusterctl_room=""
+	[ "$CLUSTERCTL_MODE" = install ] || clusterctl_room=" (a stateless root holds at most half the RAM: is there room for the image?)"
 	$clusterctl_unpack "$clusterctl_archive" | tar -x -p --numeric-owner --xattrs --xattrs-include='*' -f - -C "${rootmnt}" ||
-		clusterctl_fail "could not unpack $CLUSTERCTL_URL"
+		clusterctl_fail "could not unpack $CLUSTERCTL_URL$clusterctl_room"
 	log_end_msg
 	rm -f "$clusterctl_archive"
 	if [ "$CLUSTERCTL_MODE" = install ]; then
 		clusterctl_install_bootloader
 	fi
 	clusterctl_identity
+	umount "$CLUSTERCTL_WORK" || true
+	echo "clusterctl: booting ${CLUSTERCTL_MODE} from $CLUSTERCTL_URL (sha256 $CLUSTERCTL_SHA256)"
 }

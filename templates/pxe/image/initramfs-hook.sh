@@ -16,13 +16,23 @@ esac
 . /usr/share/initramfs-tools/hook-functions
 
 # busybox: wget (HTTP), sha256sum, cut, sed, grep; GNU tar (xattrs, numeric owners); zstd;
-# sfdisk, mkfs.ext4, mkfs.vfat, blkid: the install mode's disk work; chroot, useradd run inside
+# sfdisk, mke2fs, mkfs.fat, blkid: the install mode's disk work; chroot, useradd run inside
 # the new root and need nothing here.
-for name in busybox tar zstd gzip sfdisk mkfs.ext4 mkfs.vfat blkid; do
+path="$(command -v busybox)" || {
+	echo "clusterctl hook: busybox is not installed" >&2
+	exit 1
+}
+copy_exec "$path"
+# busybox's own hook may have linked its applets of the same names already, and copy_exec keeps
+# what is there: busybox's tar has no --xattrs, its mke2fs makes no ext4 and its blkid takes no
+# -s. So the links go first and the real programs are copied under their real names.
+for name in tar zstd gzip sfdisk mke2fs mkfs.fat blkid; do
 	path="$(command -v "$name")" || {
 		echo "clusterctl hook: $name is not installed" >&2
 		exit 1
 	}
-	copy_exec "$path"
+	real="$(readlink -f "$path")"
+	rm -f "${DESTDIR:?}$path" "${DESTDIR:?}$real"
+	copy_exec "$real" "$path"
 done
 exit 0
