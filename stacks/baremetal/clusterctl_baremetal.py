@@ -37,6 +37,38 @@ class BaremetalClusterArgs:
     host_keys: dict[str, str] = field(default_factory=dict)
 
 
+def machine_args(name: str, args: BaremetalClusterArgs) -> dict[str, RedfishNodeArgs]:
+    """hostname -> the inputs of its :class:`RedfishNode` (resource ``<name>-<hostname>``).
+
+    A machine that boots the baked image stateless keeps network boot afterwards (it PXE-boots at
+    every boot); every other one, installed, keeps its disk.
+    """
+    bm = args.plan.baremetal
+    if bm is None:
+        raise ValueError("the plan is not a bare-metal plan (plan.baremetal is empty)")
+    out: dict[str, RedfishNodeArgs] = {}
+    for machine in bm.machines:
+        image = bm.images.get(machine.group)
+        out[machine.hostname] = RedfishNodeArgs(
+            hostname=machine.hostname,
+            bmc=machine.bmc,
+            mac=machine.mac,
+            address=machine.address,
+            ready_port=bm.ready_port,
+            ready_timeout_s=bm.ready_timeout_s,
+            verify_tls=bm.bmc.verify_tls,
+            ca_bundle=bm.bmc.ca_bundle,
+            insecure_http=bm.bmc.insecure_http,
+            boot_mode=machine.boot_mode,
+            boot_after="Pxe" if image is not None and image.default == "stateless" else "Hdd",
+            host_key=args.host_keys.get(machine.hostname),
+            poll_s=args.poll_s,
+            bmc_username=args.bmc_username,
+            bmc_password=args.bmc_password,
+        )
+    return out
+
+
 class BaremetalCluster(pulumi.ComponentResource):
     """Every machine of the plan, PXE-installed and answering."""
 
@@ -45,52 +77,32 @@ class BaremetalCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BaremetalClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterctl:baremetal:Cluster", name, None, opts)
-        bm = args.plan.baremetal
-        if bm is None:
-            raise ValueError("the plan is not a bare-metal plan (plan.baremetal is empty)")
         addresses: dict[str, pulumi.Output[str]] = {}
         keys: dict[str, pulumi.Output[str]] = {}
-        for machine in bm.machines:
-            node = RedfishNode(
-                f"{name}-{machine.hostname}",
-                RedfishNodeArgs(
-                    hostname=machine.hostname,
-                    bmc=machine.bmc,
-                    mac=machine.mac,
-                    address=machine.address,
-                    ready_port=bm.ready_port,
-                    ready_timeout_s=bm.ready_timeout_s,
-                    verify_tls=bm.bmc.verify_tls,
-                    ca_bundle=bm.bmc.ca_bundle,
-                    insecure_http=bm.bmc.insecure_http,
-                    boot_mode=bm.boot_mode,
-                    host_key=args.host_keys.get(machine.hostname),
-                    poll_s=args.poll_s,
-                    bmc_username=args.bmc_username,
-                    bmc_password=args.bmc_password,
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            addresses[machine.hostname] = node.address
-            keys[machine.hostname] = node.host_key
+        for hostname, node_args in machine_args(name, args).items():
+            node = RedfishNode(f"{name}-{hostname}", node_args, opts=pulumi.ResourceOptions(parent=self))
+            addresses[hostname] = node.address
+            keys[hostname] = node.host_key
         self.nodes = pulumi.Output.all(**addresses)
         self.host_keys = pulumi.Output.all(**keys)
         self.register_outputs({OUT_NODES: self.nodes, OUT_HOST_KEYS: self.host_keys})
 
 
+def cluster_args(inputs: StackInputs) -> BaremetalClusterArgs:
+    """The cluster component's inputs from the program's."""
+    return BaremetalClusterArgs(
+        plan=inputs.plan,
+        bmc_username=inputs.bmc_username,
+        bmc_password=inputs.bmc_password,
+        # Public halves only: the private keys never reach the stack's config or state.
+        host_keys={name: key.public for name, key in inputs.host_keys.items()},
+    )
+
+
 def deploy(inputs: StackInputs) -> BaremetalCluster:
     """The program: one BaremetalCluster from the plan, and the stack outputs clusterctl reads."""
     plan = inputs.plan
-    cluster = BaremetalCluster(
-        plan.cluster.name,
-        BaremetalClusterArgs(
-            plan=plan,
-            bmc_username=inputs.bmc_username,
-            bmc_password=inputs.bmc_password,
-            # Public halves only: the private keys never reach the stack's config or state.
-            host_keys={name: key.public for name, key in inputs.host_keys.items()},
-        ),
-    )
+    cluster = BaremetalCluster(plan.cluster.name, cluster_args(inputs))
     assert plan.baremetal is not None
     pulumi.export(OUT_NODES, cluster.nodes)
     pulumi.export(OUT_HOST_KEYS, cluster.host_keys)

@@ -292,11 +292,13 @@ def test_bad_credentials_are_a_clear_error(emulator: Emulator, no_env_creds: Non
 
 def test_provider_reports_bad_credentials(emulator: Emulator, fake_sshd: int, no_env_creds: None) -> None:
     props = _props(emulator, fake_sshd, bmc_username=USER, bmc_password="nope")
-    with pytest.raises(BmcAuthError):
+    with pytest.raises(BmcAuthError) as info:
         RedfishNodeProvider().create(props)
+    assert str(info.value).startswith("gpu001: BMC ")  # the machine first, then the BMC and the fix
+    assert "powered off" not in str(info.value)  # it was never powered on
 
 
-def test_node_that_never_answers_times_out(
+def test_node_that_never_answers_times_out_and_is_powered_off_again(
     emulator: Emulator, creds: BmcCredentials, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(Env.BMC_USER, USER)
@@ -304,10 +306,25 @@ def test_node_that_never_answers_times_out(
     props = _props(emulator, _free_port(), ready_timeout_s=2)
     with pytest.raises(NodeNotReadyError) as info:
         RedfishNodeProvider().create(props)
-    assert "did not answer" in str(info.value)
-    client = _client(emulator, creds)
-    client.power_off()
-    _wait_state(client, "Off")
+    message = str(info.value)
+    assert message.startswith("gpu001: 127.0.0.1:")
+    assert "did not answer" in message
+    assert message.endswith("(powered off again)")
+    assert _client(emulator, creds).power_state() == "Off"
+
+
+def test_create_sets_the_boot_device_the_machine_keeps(
+    emulator: Emulator, fake_sshd: int, creds: BmcCredentials, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed machine keeps its disk after the one-time PXE boot (Ironic's local boot)."""
+    monkeypatch.setenv(Env.BMC_USER, USER)
+    monkeypatch.setenv(Env.BMC_PASSWORD, PASSWORD)
+    props = _props(emulator, fake_sshd, boot_after="Hdd")
+    created = RedfishNodeProvider().create(props)
+    boot = _client(emulator, creds).boot_override()
+    assert (boot["BootSourceOverrideTarget"], boot["BootSourceOverrideEnabled"]) == ("Hdd", "Continuous")
+    assert created.outs["boot_target"] == "Pxe"  # what it booted for the install
+    RedfishNodeProvider().delete(created.id, props)
 
 
 def test_credentials_repr_hides_password() -> None:

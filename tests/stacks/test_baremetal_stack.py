@@ -57,3 +57,28 @@ def test_bmc_credentials_are_secret(created: RecordingMocks) -> None:
 def test_credentials_are_optional(plan) -> None:
     mocks = run(lambda: BaremetalCluster("atlas", BaremetalClusterArgs(plan=plan)))
     assert all(n.inputs.get("bmc_password") is None for n in _nodes(mocks))
+
+
+def test_each_machine_boots_by_its_firmware_and_keeps_the_right_device(plan) -> None:
+    """machines.csv's firmware per machine; after the PXE boot an installed machine keeps its disk
+    (installer or image installed), one running the image from RAM keeps network boot."""
+    from clusterctl.image.baremetal import with_archives
+    from clusterctl.image.lock import LockedImage
+
+    first, *rest = plan.baremetal.machines
+    legacy = first.model_copy(update={"boot_mode": "Legacy"})
+    bm = plan.baremetal.model_copy(update={"machines": [legacy, *rest], "image_boot": {"gpu": "stateless"}})
+    locked = LockedImage(
+        profile="dgx-h100", hash="5e" * 32, target="baremetal", ref="sha256:" + "a1" * 32, os="ubuntu-24.04",
+        arch="amd64", tag="clusterctl-ubuntu-2404-5e5e5e5e5e5e.tar.zst",
+    )  # fmt: skip
+    imaged = with_archives(plan.model_copy(update={"baremetal": bm}), {"dgx-h100": locked})
+    mocks = run(lambda: BaremetalCluster("atlas", BaremetalClusterArgs(plan=imaged)))
+    by_host = {n.inputs["hostname"]: n.inputs for n in _nodes(mocks)}
+    assert by_host[first.hostname]["boot_mode"] == "Legacy"
+    assert {h: p["boot_mode"] for h, p in by_host.items() if h != first.hostname} == dict.fromkeys(
+        [m.hostname for m in rest], "UEFI"
+    )
+    groups = {m.hostname: m.group for m in bm.machines}
+    for host, props in by_host.items():
+        assert props["boot_after"] == ("Pxe" if groups[host] == "gpu" else "Hdd"), host

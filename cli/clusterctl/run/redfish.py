@@ -525,6 +525,18 @@ class RedfishClient:
             boot["BootSourceOverrideMode"] = mode
         self._request("PATCH", self.system_path, {"Boot": boot})
 
+    def set_persistent_boot(self, target: str, mode: str | None = None) -> None:
+        """Boot from ``target`` at every boot from now on (``BootSourceOverrideEnabled: Continuous``).
+
+        Why: after a PXE install Ironic sets the disk as the persistent boot device, and network boot
+        for machines that run from RAM; some BMCs ignore ``Once``, and a machine that boots the wrong
+        device at its next reboot either reinstalls itself or does not come back.
+        """
+        boot: dict[str, Any] = {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": "Continuous"}
+        if mode and "BootSourceOverrideMode" in self.boot_override():
+            boot["BootSourceOverrideMode"] = mode
+        self._request("PATCH", self.system_path, {"Boot": boot})
+
     def _reset_action(self) -> dict[str, Any]:
         where = f"GET {self.system_path}"
         actions = self._field(self.system(), "Actions", dict, where, default={})
