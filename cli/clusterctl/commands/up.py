@@ -42,7 +42,12 @@ def _require_engine_for(plan: Plan) -> None:
     from clusterctl.run.pulumi import PulumiCliMissingError, require_pulumi_cli
 
     try:
-        require_pulumi_cli()
+        if plan.cluster.provider == "baremetal":
+            from clusterctl.run.providers.baremetal import require_engine
+
+            require_engine()
+        else:
+            require_pulumi_cli()
     except PulumiCliMissingError as exc:
         raise ProviderError(str(exc)) from None
 

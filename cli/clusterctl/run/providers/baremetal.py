@@ -10,24 +10,40 @@ machines off (disks are left alone). BMC credentials: ``CLUSTERCTL_BMC_USERNAME`
 ``CLUSTERCTL_BMC_PASSWORD`` (or the stack's secret config), never the spec. How the BMCs are
 reached (https, certificate checks, CA bundle) comes from ``plan.baremetal.bmc``; a weakened
 setting is warned about once per run, here, before any BMC is contacted.
+
+When a machine fails to come up, the error names it and the step, and shows the last lines of
+its serial console where a console server records it as ``<build>/lab/<machine>.console.log``
+(the bare-metal lab does; the node-side cause, such as the initramfs refusing an archive, is there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import re
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from clusterctl.plan.models import BaremetalPlan, Plan
 from clusterctl.render.builddir import BuildDirError, write_run_file
 from clusterctl.run.events import EventBus
+from clusterctl.run.failure_cause import shown
 from clusterctl.run.hostkey_server import HostKeyGrant, HostKeyServerError, ServeLog, serving_host_keys
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 from clusterctl.run.providers.cloud import Confirm, default_confirm
 from clusterctl.run.providers.ssh_inventory import build_inventory, hosts_from_outputs, write_ssh_inventory
-from clusterctl.run.providers.stack_nodes import destroy_stack, stack_node_status
-from clusterctl.run.pulumi import PulumiError, PulumiStack, require_pulumi_cli
+from clusterctl.run.providers.stack_nodes import destroy_stack
+from clusterctl.run.pulumi import (
+    DestroySummary,
+    PreviewSummary,
+    PulumiError,
+    PulumiStack,
+    StackOutputs,
+    UpSummary,
+    output_mapping,
+    require_pulumi_cli,
+)
 from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
 from clusterctl.run.sshkeys import HOST_KEYS_DIR, KeyPair, ensure_client_key, ensure_host_keys
 
@@ -36,6 +52,96 @@ ServeHostKeys = Callable[..., AbstractContextManager[ServeLog]]
 
 PHASE = "provision"
 PUBLIC_KEY_PATH = "pxe/http/autoinstall/clusterctl.pub"
+CONSOLE_DIR = "lab"
+CONSOLE_LINES = 8
+_CONSOLE_TAIL_BYTES = 64 * 1024
+# Terminal control sequences firmware and boot loaders draw their menus with.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class StackEngine(Protocol):
+    """What the provider needs of the bare-metal stack: :class:`~clusterctl.run.pulumi.PulumiStack`'s operations."""
+
+    def preview(self) -> PreviewSummary:
+        """What an update would change."""
+        ...
+
+    def up(self) -> UpSummary:
+        """Create or update every machine; the counts and outputs."""
+        ...
+
+    def destroy(self) -> DestroySummary:
+        """Delete every machine (power off), then the stack."""
+        ...
+
+    def outputs(self) -> StackOutputs:
+        """The stack's outputs."""
+        ...
+
+
+# PulumiStack's signature: (plan, build_dir, state_dir, *, ssh_public_key, host_keys, events).
+StackFactory = Callable[..., StackEngine]
+_engine: StackFactory | None = None
+
+
+def drive_stack_with(factory: StackFactory | None) -> None:
+    """Run the bare-metal stack with ``factory`` instead of the Pulumi engine; None: the engine again.
+
+    Only the bare-metal lab calls this (lab/engine.py, where the engine cannot be installed): its
+    stand-in drives this stack's own dynamic provider for each machine, as the engine would.
+    """
+    global _engine
+    _engine = factory
+
+
+def require_engine() -> None:
+    """The Pulumi CLI, unless the stack runs with a stand-in (:func:`drive_stack_with`).
+
+    Raises:
+        PulumiCliMissingError: the CLI is not on PATH.
+    """
+    if _engine is None:
+        require_pulumi_cli()
+
+
+def _stack(plan: Plan, build_dir: Path, state_dir: Path, **kwargs: Any) -> StackEngine:
+    return (_engine or PulumiStack)(plan, build_dir, state_dir, **kwargs)
+
+
+def console_tail(build_dir: Path, hostname: str, lines: int = CONSOLE_LINES) -> list[str]:
+    """The last lines of a machine's recorded serial console (empty when none is recorded).
+
+    Control sequences are dropped and each line is shown as text (run/failure_cause.py); a
+    ``clusterctl:`` line of the initramfs (why the boot stopped) is kept even when more lines follow.
+    """
+    path = build_dir / CONSOLE_DIR / f"{hostname}.console.log"
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - _CONSOLE_TAIL_BYTES))
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    text = _ESCAPES.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
+    kept = [shown(line) for line in text.split("\n") if line.strip()]
+    tail = kept[-lines:]
+    ours = [line for line in kept if line.startswith("clusterctl: ")]
+    if ours and ours[-1] not in tail:
+        tail = [ours[-1], *tail[1:]]
+    return tail
+
+
+def with_consoles(message: str, build_dir: Path, hostnames: list[str]) -> str:
+    """``message`` with the console tail of each machine it names."""
+    parts = [message]
+    for name in hostnames:
+        if not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", message):
+            continue
+        tail = console_tail(build_dir, name)
+        if tail:
+            where = build_dir / CONSOLE_DIR / f"{name}.console.log"
+            parts.append(f"last lines of {name}'s console ({where}):")
+            parts.extend(f"  {line}" for line in tail)
+    return "\n".join(parts)
 
 
 def publish_public_key(build_dir: Path, public_key: str, extra: list[str]) -> Path:
@@ -75,6 +181,34 @@ def check_bmc_transport(bm: BaremetalPlan, events: EventBus) -> None:
         raise ProviderError(str(exc)) from None
     for warning in transport.warnings():
         events.info(warning, phase=PHASE, status="warning")
+
+
+def check_images(plan: Plan) -> None:
+    """Refuse, before any machine is touched, machines that would get an installer the spec rules out.
+
+    With ``provider.image`` every machine boots the baked image, so each group needs its profile's
+    archive in the lock; without it, machines of a group without an image get Ubuntu's autoinstall,
+    which installs nothing but Ubuntu.
+
+    Raises:
+        ProviderError: which machines, why, and what to run.
+    """
+    bm = plan.baremetal
+    if bm is None:
+        return
+    bare = sorted(m.hostname for m in bm.machines if m.group not in bm.images)
+    if not bare:
+        return
+    if bm.image_boot:
+        why = "the spec's provider.image says they boot the baked image, but the lock has none for their profile"
+    elif not plan.cluster.os.startswith("ubuntu"):
+        why = f"they would be installed with Ubuntu's autoinstall, which cannot install {plan.cluster.os}"
+    else:
+        return
+    raise ProviderError(
+        f"{', '.join(bare)}: {why}. Run `clusterctl image build` on this spec (with the same --lock as `up`); "
+        "no machine was touched"
+    )
 
 
 def discard_repeated(log: ServeLog, state_dir: Path) -> None:
@@ -142,10 +276,11 @@ class BaremetalProvider:
         self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
     ) -> list[ProvisionedHost]:
         """Install and boot every machine, then write the SSH inventory; return the nodes."""
-        require_pulumi_cli()
+        require_engine()
         bm = plan.baremetal
         if bm is None:
             raise ProviderError("the plan is not a bare-metal plan; re-render it with `clusterctl render`")
+        check_images(plan)
         check_bmc_transport(bm, events)
         if BmcCredentials.from_env() is None:
             events.info(
@@ -161,7 +296,7 @@ class BaremetalProvider:
         # (run/hostkey_server.py); the stack only gets the public halves, to check and export.
         pairs = ensure_host_keys(state_dir, [m.hostname for m in bm.machines])
         public = {name: pair.public for name, pair in pairs.items()}
-        stack = PulumiStack(
+        stack = _stack(
             plan,
             build_dir,
             state_dir,
@@ -192,7 +327,7 @@ class BaremetalProvider:
             raise ProviderError(str(exc)) from None
         except PulumiError as exc:
             discard_repeated(log, state_dir)
-            raise ProviderError(str(exc)) from None
+            raise ProviderError(with_consoles(str(exc), build_dir, [m.hostname for m in bm.machines])) from None
         discard_repeated(log, state_dir)
         check_recorded_host_keys(result.outputs, public)
         hosts, _ = hosts_from_outputs(plan, result.outputs, user=bm.ssh_user, host_keys=public)
@@ -204,21 +339,76 @@ class BaremetalProvider:
         )
         return hosts
 
+    @contextlib.contextmanager
+    def rebooting(
+        self, plan: Plan, build_dir: Path, state_dir: Path, hosts: list[str], events: EventBus
+    ) -> Iterator[list[str]]:
+        """Around a reboot of ``hosts``: yields those that run the image from RAM, serving their host keys.
+
+        Such a machine PXE-boots the image again and fetches its host key anew (the one known_hosts
+        pins), so the key server listens while the block runs; it comes back without the cluster's
+        configuration, which the caller runs again.
+
+        Raises:
+            ProviderError: a key was asked for twice (it is discarded), or the server cannot listen.
+        """
+        bm = plan.baremetal
+        if bm is None:
+            yield []
+            return
+        stateless = [
+            m
+            for m in bm.machines
+            if m.hostname in hosts and (image := bm.images.get(m.group)) is not None and image.default == "stateless"
+        ]
+        if not stateless:
+            yield []
+            return
+        pairs = ensure_host_keys(state_dir, [m.hostname for m in stateless])
+        grants = [
+            HostKeyGrant(m.hostname, m.address, m.mac, pairs[m.hostname].public, pairs[m.hostname].private)
+            for m in stateless
+        ]
+
+        def report(message: str, warning: bool) -> None:
+            events.info(message, phase="configure", status="warning" if warning else "info")
+
+        try:
+            with self.serve_host_keys((bm.pxe_server, bm.host_key_port), grants, on_event=report) as log:
+                yield [m.hostname for m in stateless]
+        except HostKeyServerError as exc:
+            raise ProviderError(str(exc)) from None
+        discard_repeated(log, state_dir)
+
     def retire(self, plan: Plan, hosts: list[str], events: EventBus) -> None:
         """Nothing left to do: the stack has no resources for nodes the plan lacks, so provision removed them."""
 
     def destroy(self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus) -> None:
         """Power every machine off and forget the stack."""
-        require_pulumi_cli()
+        require_engine()
         if not yes and not self.confirm(f"Power off every machine of {plan.cluster.name}?"):
             raise ProviderError("not destroyed: not confirmed")
         if plan.baremetal is not None:
             check_bmc_transport(plan.baremetal, events)
-        destroy_stack(PulumiStack(plan, build_dir, state_dir, events=events), events, "machines powered off")
+        destroy_stack(_stack(plan, build_dir, state_dir, events=events), events, "machines powered off")
 
     def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
         """``installed`` or ``missing`` per machine, from the stack outputs."""
-        return stack_node_status(plan, state_dir, "installed")
+        names = [n.hostname for n in plan.nodes if not n.burst]
+        try:
+            require_engine()
+            nodes = output_mapping(_stack(plan, state_dir, state_dir).outputs().values, "nodes", plan.cluster.name)
+        except (PulumiError, ProviderError) as exc:
+            return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
+        return {name: "installed" if name in nodes else "missing" for name in names}
 
 
-__all__ = ["BaremetalProvider", "check_bmc_transport", "publish_public_key"]
+__all__ = [
+    "BaremetalProvider",
+    "check_bmc_transport",
+    "check_images",
+    "console_tail",
+    "drive_stack_with",
+    "publish_public_key",
+    "require_engine",
+]

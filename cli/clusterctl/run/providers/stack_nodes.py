@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from clusterctl.plan.models import Plan
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError
-from clusterctl.run.pulumi import PHASE, PulumiError, PulumiStack, output_mapping, require_pulumi_cli
+from clusterctl.run.pulumi import (
+    PHASE,
+    DestroySummary,
+    PulumiError,
+    PulumiStack,
+    output_mapping,
+    require_pulumi_cli,
+)
 
 
-def destroy_stack(stack: PulumiStack, events: EventBus, done: str) -> None:
+class _Destroyable(Protocol):
+    def destroy(self) -> DestroySummary: ...
+
+
+def destroy_stack(stack: _Destroyable, events: EventBus, done: str) -> None:
     """Destroy ``stack`` and report ``done: <changes>``; an engine failure becomes a ProviderError."""
     try:
         summary = stack.destroy()

@@ -1,0 +1,178 @@
+"""When a bare-metal machine does not come up, `up` names it, the step, and the node's own words.
+
+The node's words are the last lines of its serial console where a console server records it
+(``<build>/lab/<machine>.console.log``; the bare-metal lab does): the initramfs's ``clusterctl:``
+line survives the firmware's and boot loader's screen-drawing around it. Also here: machines that
+would get an installer the spec rules out are refused before any is touched, the stack can run
+on a stand-in for the engine (the lab's), and a reboot of machines that run from RAM serves their
+host keys again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterctl.image.baremetal import with_archives
+from clusterctl.image.lock import LockedImage
+from clusterctl.pipeline import load_and_validate, render
+from clusterctl.plan import Plan
+from clusterctl.run.events import EventBus
+from clusterctl.run.hostkey_server import HostKeyGrant, ServeLog
+from clusterctl.run.providers import baremetal as baremetal_module
+from clusterctl.run.providers.baremetal import (
+    BaremetalProvider,
+    check_images,
+    console_tail,
+    drive_stack_with,
+    with_consoles,
+)
+from clusterctl.run.providers.base import ProviderError
+from clusterctl.run.pulumi import PulumiError, UpSummary
+from clusterctl.run.sshkeys import ensure_host_keys
+from tests.conftest import EXAMPLES
+
+VALIDATED = load_and_validate(EXAMPLES / "onprem-h100-256.yaml")
+PLAN = VALIDATED.plan
+# What a BIOS machine's console holds when the initramfs refuses the archive: SeaBIOS and iPXE
+# drawing their screens, the kernel, then the boot script's own line and busybox's shell.
+CONSOLE = (
+    "\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n"
+    "iPXE initialising devices...ok\r\n\x1b[05;02H\x1b[0;41;1m  run image stateless  (3)\x1b[0m\r\n"
+    "[    2.000000] Run /init as init process\r\n"
+    "Begin: clusterctl: fetching http://10.20.0.2:8080/images/a.tar.zst ... done.\r\n"
+    "clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff, not a1a1: refusing to boot it\r\n"
+    + "".join(f"line {i}\r\n" for i in range(12))
+    + "(initramfs) \x1b[6n"
+)
+
+
+def _console(build: Path, name: str, text: str = CONSOLE) -> Path:
+    path = build / "lab" / f"{name}.console.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode())
+    return path
+
+
+def test_the_console_tail_keeps_the_nodes_own_words(tmp_path: Path) -> None:
+    _console(tmp_path, "gpu001")
+    tail = console_tail(tmp_path, "gpu001")
+    assert len(tail) == 8
+    assert tail[0].startswith("clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff, not a1a1")
+    assert tail[-1] == "(initramfs)"
+    assert not any("\x1b" in line or "\r" in line for line in tail)
+    assert console_tail(tmp_path, "gpu002") == []  # no console recorded
+
+
+def test_only_the_machines_the_error_names_get_their_console(tmp_path: Path) -> None:
+    _console(tmp_path, "gpu001")
+    _console(tmp_path, "gpu0011", "something else\n")
+    message = with_consoles("up failed:\n  gpu001: 10.20.0.14:22 did not answer", tmp_path, ["gpu001", "gpu0011"])
+    assert f"last lines of gpu001's console ({tmp_path / 'lab' / 'gpu001.console.log'}):" in message
+    assert "  clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff" in message
+    assert "gpu0011" not in message
+
+
+def _locked() -> dict[str, LockedImage]:
+    image = LockedImage(
+        profile="dgx-h100", hash="5e" * 32, target="baremetal", ref="sha256:" + "a1" * 32, os="ubuntu-24.04",
+        arch="amd64", tag="clusterctl-ubuntu-2404-5e5e5e5e5e5e.tar.zst",
+    )  # fmt: skip
+    return {"dgx-h100": image}
+
+
+def _with(plan: Plan, **changes: Any) -> Plan:
+    assert plan.baremetal is not None
+    return plan.model_copy(update={"baremetal": plan.baremetal.model_copy(update=changes)})
+
+
+def test_machines_without_their_image_are_refused_before_any_is_touched() -> None:
+    stateless = _with(PLAN, image_boot={g.group: "stateless" for g in PLAN.baremetal.autoinstall})
+    with pytest.raises(ProviderError) as info:
+        check_images(with_archives(stateless, _locked()))
+    message = str(info.value)
+    assert message.startswith("ctl001, ctl002, login001: the spec's provider.image says they boot the baked image")
+    assert "gpu001" not in message
+    assert message.endswith("no machine was touched")
+    check_images(with_archives(stateless, {**_locked(), "cpu-1u": _locked()["dgx-h100"]}))
+    check_images(PLAN)  # Ubuntu machines without an image get Ubuntu's autoinstall
+    debian = PLAN.model_copy(update={"cluster": PLAN.cluster.model_copy(update={"os": "debian-12"})})
+    with pytest.raises(ProviderError, match="Ubuntu's autoinstall, which cannot install debian-12"):
+        check_images(debian)
+
+
+class Failing:
+    """A stack whose machines did not come up (the engine's error names the machine)."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def up(self) -> UpSummary:
+        raise PulumiError("up of atlas failed:\n  gpu001: 10.20.0.14:22 did not answer within 60 s (powered off again)")
+
+
+class Serve:
+    """Stands in for the host key server; records what it serves."""
+
+    def __init__(self) -> None:
+        self.grants: list[HostKeyGrant] = []
+        self.bind: tuple[str, int] | None = None
+
+    @contextlib.contextmanager
+    def __call__(self, bind: tuple[str, int], grants: list[HostKeyGrant], **_: Any) -> Iterator[ServeLog]:
+        self.bind, self.grants = bind, grants
+        yield ServeLog(port=bind[1])
+
+
+@pytest.fixture
+def engine() -> Iterator[None]:
+    """The stack runs on a stand-in: no Pulumi CLI is needed (the lab's case)."""
+    drive_stack_with(Failing)
+    yield
+    drive_stack_with(None)
+
+
+def test_a_machine_that_does_not_come_up_is_named_with_its_console(engine: None, tmp_path: Path) -> None:
+    build, _ = render(VALIDATED, tmp_path / "build")
+    _console(build, "gpu001")
+    with pytest.raises(ProviderError) as info:
+        BaremetalProvider(serve_host_keys=Serve()).provision(
+            PLAN, build, tmp_path / "state", yes=True, events=EventBus()
+        )
+    message = str(info.value)
+    assert message.splitlines()[1] == "  gpu001: 10.20.0.14:22 did not answer within 60 s (powered off again)"
+    assert "last lines of gpu001's console" in message
+    assert "refusing to boot it" in message
+
+
+def test_without_a_stand_in_the_engine_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterctl.run.pulumi import PulumiCliMissingError
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(PulumiCliMissingError):
+        baremetal_module.require_engine()
+    drive_stack_with(Failing)
+    try:
+        baremetal_module.require_engine()
+    finally:
+        drive_stack_with(None)
+
+
+def test_a_reboot_serves_the_host_keys_of_the_machines_that_run_from_ram(tmp_path: Path) -> None:
+    plan = with_archives(_with(PLAN, image_boot={"gpu": "stateless"}), {**_locked(), "cpu-1u": _locked()["dgx-h100"]})
+    serve = Serve()
+    provider = BaremetalProvider(serve_host_keys=serve)
+    state = tmp_path / "state"
+    pinned = ensure_host_keys(state, ["gpu001"])["gpu001"]
+    with provider.rebooting(plan, tmp_path, state, ["gpu001", "ctl001"], EventBus()) as fresh:
+        assert fresh == ["gpu001"]
+    assert serve.bind == ("10.20.0.2", 8081)
+    assert [(g.hostname, g.public) for g in serve.grants] == [("gpu001", pinned.public)]
+    untouched = Serve()
+    with BaremetalProvider(serve_host_keys=untouched).rebooting(plan, tmp_path, state, ["ctl001"], EventBus()) as none:
+        assert none == []
+    assert untouched.bind is None
