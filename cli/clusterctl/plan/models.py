@@ -243,6 +243,10 @@ class SlurmPlan(PlanModel):
     dcgm_epilog: bool = Field(False, description="dcgmi diag -r 1 after every job on real GPU nodes")
     slurmd_timeout_s: int = 300
     container_nodes: bool = False
+    reboot_program: str | None = Field(
+        None, description="what `scontrol reboot` runs on a node (none on container nodes, which never reboot)"
+    )
+    reboot_timeout_s: int = Field(1800, description="how long slurmctld waits for a rebooted node (ResumeTimeout)")
     pyxis: bool = False
     tree_width: int | None = None
     # Long prologs (GCP A3 Mega: the receive-datapath-manager starts in the prolog).
@@ -636,6 +640,9 @@ class BaremetalMachinePlan(PlanModel):
     address: str
     mac: str
     bmc: str
+    boot_mode: Literal["UEFI", "Legacy"] = Field(
+        "UEFI", description="the machine's firmware: machines.csv's boot_mode, else the spec's provider.boot_mode"
+    )
 
 
 class AutoinstallGroupPlan(PlanModel):
@@ -695,6 +702,14 @@ class BaremetalPlan(PlanModel):
         default_factory=dict,
         description="node group -> the baked image (clusterctl.lock) its machines boot instead of the installer",
     )
+    image_boot: dict[str, Literal["install", "stateless"]] = Field(
+        default_factory=dict,
+        description=(
+            "node group -> how its machines boot the baked image (the spec's provider.image); empty: the installer "
+            "unless the lock has an image, which is then installed"
+        ),
+    )
+    kernel_args: list[str] = Field(default_factory=list, description="extra kernel arguments of the image entries")
 
     @property
     def host_key_url(self) -> str:

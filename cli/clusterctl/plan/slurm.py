@@ -37,6 +37,9 @@ EPILOG_DIR = "/etc/slurm/epilog.d"
 TASK_PROLOG = "/etc/slurm/task_prolog.sh"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/clusterctl-healthcheck"
 
+# What `scontrol reboot` runs on a node (the rolling upgrade reboots nodes whose driver changed).
+REBOOT_PROGRAM = "/usr/sbin/reboot"
+
 
 @dataclass(frozen=True)
 class _ComputeLines:
@@ -223,6 +226,7 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
         # Containers die and come back in seconds; a short timeout shows a dead node quickly.
         slurmd_timeout_s=30 if container else 300,
         container_nodes=container,
+        reboot_program=None if container else REBOOT_PROGRAM,
         pyxis=spec.container_runtime == "enroot",
         tree_width=65533 if compute.burst else None,
         message_timeout_s=_largest([v.message_timeout_s for v in vendor.values()]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -216,7 +217,16 @@ def up(
             )
 
         result.configure, stopped = _configure(
-            plan, state, executor, events, converge_hosts, limit, rolling, max_unavailable, drain_timeout
+            plan,
+            state,
+            executor,
+            events,
+            converge_hosts,
+            limit,
+            rolling,
+            max_unavailable,
+            drain_timeout,
+            rebooting=_rebooting(provider, plan, build_dir, state, events),
         )
         cfg = result.configure
         if cfg.succeeded and not stopped:
@@ -276,6 +286,7 @@ def _configure(
     rolling: list[PlanNode],
     max_unavailable: int | None,
     drain_timeout: float,
+    rebooting: Callable[[list[str]], AbstractContextManager[list[str]]] | None = None,
 ) -> tuple[ConfigureResult, str]:
     """Run the configure stage: at once, or, with ``rolling`` nodes, the others first and then a rolling upgrade.
 
@@ -306,9 +317,20 @@ def _configure(
         converge_batch,
         reboot=bool(REBOOT_FOR & set(changed)),
         drain_timeout=drain_timeout,
+        rebooting=rebooting,
     )
     rolled = roll.run(rolling, max_unavailable)
     return merged(runs), rolled.stopped
+
+
+def _rebooting(
+    provider: object, plan: Plan, build_dir: Path, state: StateDir, events: EventBus
+) -> Callable[[list[str]], AbstractContextManager[list[str]]] | None:
+    """The provider's context around a reboot (run/providers/baremetal.py has one), bound to this run."""
+    method = getattr(provider, "rebooting", None)
+    if method is None:
+        return None
+    return lambda hosts: method(plan, build_dir, state.path, hosts, events)
 
 
 def _forget_dropped_swaps(plan: Plan, state: StateDir) -> None:

@@ -17,6 +17,7 @@ import math
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from clusterctl.run.ansible import ConfigureResult
 from clusterctl.run.events import EventBus
 from clusterctl.run.heal import resume_command
 from clusterctl.run.jobs import Executor, run_many
+from clusterctl.run.providers.base import ProviderError
 from clusterctl.run.retire import UPGRADE_REASON, drain_command
 from clusterctl.run.running_jobs import ask_jobs
 from clusterctl.run.spares import health_check, slurm_nodes
@@ -134,6 +136,9 @@ class Roll:
     drain_timeout: float = 3600.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # Around a reboot: the nodes that come back without their configuration (bare metal running from
+    # RAM); the context serves what they need to boot (the provider's, e.g. their host keys).
+    rebooting: Callable[[list[str]], AbstractContextManager[list[str]]] | None = None
 
     def _save(self, done: list[str]) -> None:
         self.state.update(**{PROGRESS_KEY: {"to": dict(self.plan.cluster.versions), "done": done}})
@@ -190,6 +195,34 @@ class Roll:
             return f"after the upgrade the health check failed on {lines}; they stay drained ({REASON})"
         return ""
 
+    def _boot_id(self, host: str) -> str:
+        rc, out, _ = self.executor.run(host, "cat /proc/sys/kernel/random/boot_id", SCONTROL_TIMEOUT_S)
+        return out.strip() if rc == 0 else ""
+
+    def _reconfigure(self, boots: dict[str, str]) -> str:
+        """Wait until each node answers from its new boot, then run the configure stage on them again.
+
+        ``boots``: host -> its boot ID before the reboot (a node answering with it has not rebooted yet).
+        """
+        deadline = self.clock() + REBOOT_TIMEOUT_S
+        waiting = list(boots)
+        while waiting:
+            waiting = [h for h in waiting if self._boot_id(h) in ("", boots[h])]
+            if not waiting:
+                break
+            if self.clock() >= deadline:
+                return f"{', '.join(waiting)} did not answer over SSH within {REBOOT_TIMEOUT_S:.0f} s of the reboot"
+            self.sleep(POLL_S)
+        hosts = list(boots)
+        self.events.info(
+            f"{', '.join(hosts)} rebooted from RAM without their configuration: the configure stage runs there again",
+            phase=PHASE,
+        )
+        done = self.converge(hosts)
+        if not done.succeeded:
+            return f"configuring {', '.join(hosts)} again after the reboot failed; they stay drained ({REASON})"
+        return ""
+
     def _wait_for_jobs(self, batch: list[str]) -> str:
         deadline = self.clock() + self.drain_timeout
         told = ""
@@ -215,8 +248,15 @@ class Roll:
         booted = {h: n.fields.get("BootTime", "") for h, n in slurm_nodes(self.plan, self.executor).items()}
         # nextstate=DOWN: the node comes back out of service; the health check decides its resume.
         command = f"scontrol reboot ASAP nextstate=DOWN reason={shlex.quote(REASON)} {shlex.quote(','.join(hosts))}"
-        if errors := _scontrol(self.executor, self.plan, [command]):
-            return f"Slurm did not reboot {', '.join(hosts)}: {errors[0]}"
+        try:
+            with (self.rebooting or (lambda _hosts: nullcontext([])))(hosts) as fresh:
+                boots = {h: self._boot_id(h) for h in fresh}
+                if errors := _scontrol(self.executor, self.plan, [command]):
+                    return f"Slurm did not reboot {', '.join(hosts)}: {errors[0]}"
+                if fresh and (why := self._reconfigure(boots)):
+                    return why
+        except ProviderError as exc:
+            return f"rebooting {', '.join(hosts)}: {exc}"
         deadline = self.clock() + REBOOT_TIMEOUT_S
         while True:
             now = slurm_nodes(self.plan, self.executor)

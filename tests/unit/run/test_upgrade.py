@@ -7,6 +7,7 @@ them as the commands sent would.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -270,3 +271,65 @@ def test_heal_leaves_the_nodes_an_upgrade_under_way_has_not_reached(state: State
 
     assert {f.node: f.code for f in findings} == {"gpu001": "heal.upgrading", "gpu004": "heal.resumed"}
     assert cluster.nodes["gpu001"][:2] == ["IDLE+DRAIN", REASON]
+
+
+class FromRam(Cluster):
+    """A cluster whose nodes run from RAM: a reboot brings them back with a new boot ID and no configuration."""
+
+    def __init__(self, plan) -> None:
+        super().__init__(plan)
+        self.boots = dict.fromkeys(self.nodes, "boot-1")
+
+    def answer(self, host: str, command: str) -> tuple[int, str, str]:
+        if command == "cat /proc/sys/kernel/random/boot_id":
+            return 0, self.boots[host] + "\n", ""
+        if command.startswith("scontrol reboot"):
+            for name in command.split()[-1].strip("'").split(","):
+                self.boots[name] = "boot-2"
+        return super().answer(host, command)
+
+
+def test_nodes_that_reboot_from_ram_are_configured_again_before_slurm_takes_them_back(tmp_path: Path) -> None:
+    """The provider's context serves what they boot with; they converge again once they answer from their new boot."""
+    state = StateDir(tmp_path / "state", ONPREM.cluster.name)
+    state.write({VERSIONS_KEY: dict(ONPREM.cluster.versions) | {"nvidia_driver": "550.127.08"}})
+    cluster = FromRam(ONPREM)
+    around: list[str] = []
+
+    @contextlib.contextmanager
+    def rebooting(hosts: list[str]):
+        around.append(f"serving {','.join(hosts)}")
+        yield [h for h in hosts if h != "gpu002"]  # gpu002 is installed: it keeps its configuration
+        around.append("stopped")
+
+    roll, seen = _roll(cluster, state, reboot=True, rebooting=rebooting)
+    assert roll.run(_nodes(ONPREM, ["gpu001", "gpu002"]), 2).ok
+    assert around == ["serving gpu001,gpu002", "stopped"]
+    assert cluster.log == [
+        "drain gpu001",
+        "drain gpu002",
+        "converge gpu001,gpu002",
+        "reboot gpu001",
+        "reboot gpu002",
+        "converge gpu001",
+        "health gpu001",
+        "health gpu002",
+        "resume gpu001",
+        "resume gpu002",
+    ]
+    assert any("gpu001 rebooted from RAM without their configuration" in e.message for e in seen)
+
+
+def test_a_node_that_does_not_come_back_from_ram_stops_the_roll(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state", ONPREM.cluster.name)
+    state.write({VERSIONS_KEY: dict(ONPREM.cluster.versions) | {"nvidia_driver": "550.127.08"}})
+    cluster = Cluster(ONPREM)  # boot IDs never answer: the node does not come back
+
+    @contextlib.contextmanager
+    def rebooting(hosts: list[str]):
+        yield hosts
+
+    roll, _ = _roll(cluster, state, reboot=True, rebooting=rebooting)
+    result = roll.run(_nodes(ONPREM, ["gpu001"]), 1)
+    assert result.stopped == "gpu001 did not answer over SSH within 1800 s of the reboot"
+    assert "resume gpu001" not in cluster.log
