@@ -93,6 +93,10 @@ class NodeNotReadyError(RedfishError):
     """The node was booted but never answered on its ready port."""
 
 
+class NoHostKeyYetError(NodeNotReadyError):
+    """The node's port answers but its SSH server gave no host key (yet: it may still be starting)."""
+
+
 @dataclass(frozen=True)
 class BmcCredentials:
     """Username and password for a BMC (never logged, never written)."""
@@ -630,7 +634,7 @@ def scan_host_key(address: str, port: int = 22, key_type: str = "ed25519", timeo
         if line and not line.startswith("#"):
             _host, kind, key = line.split(None, 2)
             return f"{kind} {key.strip()}"
-    raise NodeNotReadyError(f"{address}:{port} answered but returned no {key_type} host key")
+    raise NoHostKeyYetError(f"{address}:{port} answered but returned no {key_type} host key")
 
 
 def _fingerprint(key_b64: str) -> str:

@@ -176,3 +176,35 @@ def test_a_reboot_serves_the_host_keys_of_the_machines_that_run_from_ram(tmp_pat
     with BaremetalProvider(serve_host_keys=untouched).rebooting(plan, tmp_path, state, ["ctl001"], EventBus()) as none:
         assert none == []
     assert untouched.bind is None
+
+
+def test_an_sshd_still_starting_is_asked_again_another_key_is_final(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port opens before a fresh sshd on a slow machine finishes its first key exchange."""
+    from clusterctl.run import redfish_provider
+    from clusterctl.run.redfish import NodeNotReadyError, NoHostKeyYetError
+
+    class Client:
+        def wait_power(self, *_: Any, **__: Any) -> None:
+            pass
+
+    answers: list[Exception | None] = [NoHostKeyYetError("no key yet"), NoHostKeyYetError("no key yet"), None]
+
+    def scan(*_: Any) -> str:
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+        return "SHA256:x"
+
+    monkeypatch.setattr(redfish_provider, "wait_for_port", lambda *a, **k: 1.0)
+    monkeypatch.setattr(redfish_provider, "check_host_key", scan)
+    monkeypatch.setattr(redfish_provider.time, "sleep", lambda _s: None)
+    props = {"address": "10.20.0.13", "host_key": "ssh-ed25519 AAAA", "poll_s": 0, "ready_timeout_s": 60}
+    assert redfish_provider._wait_until_ready(Client(), props) == ("ssh-ed25519 AAAA", 1.0)  # type: ignore[arg-type]
+    assert answers == []
+
+    def other(*_: Any) -> str:
+        raise NodeNotReadyError("10.20.0.13:22 presents the SSH host key SHA256:a, not the pinned SHA256:b")
+
+    monkeypatch.setattr(redfish_provider, "check_host_key", other)
+    with pytest.raises(NodeNotReadyError, match="presents the SSH host key"):
+        redfish_provider._wait_until_ready(Client(), props)  # type: ignore[arg-type]
