@@ -161,11 +161,22 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             }
             for t in plan.storage
         ],
+        **_ssh_user_vars(plan),
         **_efa_vars(plan),
         **_mirror_vars(plan),
         **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
+
+
+def _ssh_user_vars(plan: Plan) -> dict[str, Any]:
+    """The user clusterctl logs in as, let into compute nodes without a job (pam_slurm_adopt's exemption).
+
+    Why: readiness, verify, heal and the next ``up`` reach every node over SSH as this user; without
+    it pam_slurm_adopt refuses them ("you have no active jobs on this node") once Slurm is configured.
+    """
+    user = plan.cluster.ssh_user
+    return {} if user == "root" else {"slurm_pam_adopt_exempt_users": ["root", user]}
 
 
 def _mirror_vars(plan: Plan) -> dict[str, Any]:
