@@ -5,16 +5,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SPEC ?= examples/local.yaml
+LAB_SPEC ?= examples/baremetal-lab.yaml
 # clusterctl's own collection (collections/: clusterctl.node) first, then the extracted ones.
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections:$(CURDIR)/.ansible-collections
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: help setup docker tools venv collections up down status lint fmt unit golden integration molecule e2e test bench
+.PHONY: help setup docker tools venv collections up down status lint fmt unit golden integration molecule e2e test bench \
+	lab lab-down lab-tools
 
 help:
 	@echo "make up       bring up $(SPEC) on local Docker (installs Docker, image, venv when missing)"
 	@echo "make test     lint + unit + golden + CLI + stacks + integration + Molecule + end-to-end"
 	@echo "make down     destroy the local example cluster"
+	@echo "make lab      the bare-metal lab: $(LAB_SPEC) on VMs behind emulated BMCs, PXE-booted (make lab-down)"
 	@echo "make lint | unit | golden | integration | molecule [ROLE=x] | e2e | bench"
 
 docker:
@@ -46,15 +49,15 @@ down: venv
 	$(BIN)/clusterctl down $(SPEC) --yes
 
 lint: venv collections
-	$(BIN)/ruff check cli tests stacks benchmarks collections
-	$(BIN)/ruff format --check cli tests stacks benchmarks collections
+	$(BIN)/ruff check cli tests stacks benchmarks collections lab
+	$(BIN)/ruff format --check cli tests stacks benchmarks collections lab
 	$(BIN)/mypy
 	$(BIN)/yamllint -s roles examples .config inventory
 	cd roles && ../$(BIN)/ansible-lint --profile production --offline
 
 fmt: venv
-	$(BIN)/ruff format cli tests stacks benchmarks collections
-	$(BIN)/ruff check --fix cli tests stacks benchmarks collections
+	$(BIN)/ruff format cli tests stacks benchmarks collections lab
+	$(BIN)/ruff check --fix cli tests stacks benchmarks collections lab
 
 # Pure Python, no shared state: one worker per core.
 unit: venv
@@ -70,8 +73,19 @@ molecule: setup
 	bash scripts/molecule-all.sh $(ROLE)
 
 # The burst module in a second pytest process beside the others (scripts/e2e.sh says why that is safe).
-e2e: setup
+e2e: setup lab-tools
 	bash scripts/e2e.sh
+
+# The bare-metal lab (lab/): the venv gets libvirt's binding, built against this host's libvirt.
+lab-tools: tools venv
+	$(BIN)/python -c 'import libvirt' 2>/dev/null || \
+		$(BIN)/pip install -q "libvirt-python==$$(pkg-config --modversion libvirt)"
+
+lab: setup lab-tools
+	$(BIN)/python -m lab up $(LAB_SPEC)
+
+lab-down: venv
+	$(BIN)/python -m lab down $(LAB_SPEC)
 
 # The README's test command: everything, failing loudly at the first broken step, with each
 # phase's time at the end.
