@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -46,8 +47,6 @@ def log(message: str) -> None:
 
 def check_host() -> None:
     """The host tools and the libvirt binding the lab needs (scripts/host-tools.sh installs them)."""
-    import shutil
-
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:
         raise LabError(f"missing on this machine: {', '.join(missing)}; run `bash scripts/host-tools.sh` (as root)")
@@ -155,11 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         for machine, state in domains.states(lab).items():
             print(f"{machine}: {state} (console {lab.console(machine)})")  # noqa: T201
         return 0
-    if (args.state_dir / name).is_dir():
+    state = args.state_dir / name
+    if state.is_dir():
         code = clusterctl(lab, "down", str(spec), "--yes", "--force", "--out", str(build_dir), *common)
         if code != 0:
             log("clusterctl down failed (above); removing the lab anyway")
     lab_down(lab)
+    if state.is_dir():
+        # Its machines are gone with the lab: a state that still records them would make the next
+        # `up` believe they exist.
+        shutil.rmtree(state)
+        log(f"removed {state}: the machines it recorded are gone")
     return 0
 
 
