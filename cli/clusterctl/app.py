@@ -9,21 +9,10 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
-from clusterctl.report.terminal import show_findings, summarize
+from clusterctl.environ import Env
+from clusterctl.report.terminal import safe, show_findings, summarize
 from clusterctl.spec.findings import Finding, Level
-
-
-class Env:
-    """Environment variable names clusterctl reads (all in one place)."""
-
-    DEBUG = "CLUSTERCTL_DEBUG"
-    STATE_DIR = "CLUSTERCTL_STATE_DIR"
-    BASE_IMAGE = "CLUSTERCTL_BASE_IMAGE"
-    FIXTURES = "CLUSTERCTL_FIXTURES"
-    BMC_USER = "CLUSTERCTL_BMC_USERNAME"
-    BMC_PASSWORD = "CLUSTERCTL_BMC_PASSWORD"
 
 
 class App:
@@ -52,25 +41,25 @@ class App:
     def display_info(self, message: str) -> None:
         """Informational line (hidden with -q)."""
         if self.verbosity >= 0:
-            self.err.print(escape(message))
+            self.err.print(safe(message))
 
     def display_success(self, message: str) -> None:
         """A success line on stdout (text mode)."""
         if not self.json and self.verbosity >= 0:
-            self.out.print(f"[green]{escape(message)}[/green]")
+            self.out.print(f"[green]{safe(message)}[/green]")
 
     def display_warning(self, message: str) -> None:
         """A warning line on stderr."""
-        self.err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+        self.err.print(f"[yellow]warning:[/yellow] {safe(message)}")
 
     def display_error(self, message: str) -> None:
         """An error line on stderr."""
-        self.err.print(f"[bold red]error:[/bold red] {escape(message)}")
+        self.err.print(f"[bold red]error:[/bold red] {safe(message)}")
 
     def display_debug(self, message: str) -> None:
         """Shown with -v."""
         if self.verbosity > 0:
-            self.err.print(f"[dim]{escape(message)}[/dim]")
+            self.err.print(f"[dim]{safe(message)}[/dim]")
 
     def abort(self, message: str, code: int = 1) -> NoReturn:
         """Print ``message`` as an error and exit with ``code``."""

@@ -76,7 +76,7 @@ def spec(tmp_path: Path) -> Path:
 def target(monkeypatch: pytest.MonkeyPatch) -> FakeTarget:
     fake = FakeTarget()
     monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan, **where: fake)
-    monkeypatch.setattr("clusterctl.commands.up.target_for", lambda plan, **where: fake)
+    monkeypatch.setattr("clusterctl.ops.images.target_for", lambda plan, **where: fake)
     monkeypatch.setattr(
         "clusterctl.image.build.run_playbook", lambda *a, **k: ConfigureResult(status="successful", rc=0)
     )
@@ -280,8 +280,8 @@ def test_status_shows_package_drift(tmp_path: Path, spec: Path, monkeypatch: pyt
         def status(self, plan: Any, state_dir: Path) -> dict[str, str]:
             return {n.hostname: "running" for n in plan.nodes}
 
-    monkeypatch.setattr("clusterctl.commands.status.for_kind", lambda kind: Machines())
-    monkeypatch.setattr("clusterctl.commands.status.executor_for", lambda plan, state_dir: executor)
+    monkeypatch.setattr("clusterctl.ops.status.for_kind", lambda kind: Machines())
+    monkeypatch.setattr("clusterctl.ops.status.executor_for", lambda plan, state_dir: executor)
     result = invoke(tmp_path, "status", str(spec), "-o", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

@@ -11,8 +11,8 @@ from click.decorators import FC
 
 from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors
+from clusterctl.ops.burst import BurstError, load_plan, resume, suspend
 from clusterctl.progress import PlainView
-from clusterctl.run.burst import BurstError, load_plan, resume, suspend
 from clusterctl.run.events import EventBus
 from clusterctl.run.state import StateDirError
 

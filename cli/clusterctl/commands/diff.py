@@ -15,12 +15,12 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.ops.diff import applied_files, applied_plan, as_json, changes, describe
+from clusterctl.ops.upgrade import VERSIONS_KEY, planned_batches
 from clusterctl.pipeline import default_build_dir
 from clusterctl.render import render_files
-from clusterctl.run.diff import applied_files, applied_plan, as_json, changes, describe
 from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.state import StateDir, StateDirError
-from clusterctl.run.upgrade import VERSIONS_KEY, planned_batches
 
 # The -detailed-exitcode convention: 0 nothing would change, 2 something would, 1 an error.
 EXIT_CHANGES = 2

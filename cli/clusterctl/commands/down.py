@@ -8,12 +8,12 @@ import click
 
 from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors, spec_argument, state_dir_option, validated_or_exit
+from clusterctl.ops.down import down
+from clusterctl.ops.running_jobs import running_jobs
 from clusterctl.plan import Plan
 from clusterctl.progress import attach
 from clusterctl.run.events import EventBus
-from clusterctl.run.orchestrate import down
 from clusterctl.run.providers import ProviderError, for_kind
-from clusterctl.run.running_jobs import running_jobs
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 

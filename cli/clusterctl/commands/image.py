@@ -16,9 +16,10 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
-from clusterctl.image.build import ImageBuildError, build_images, target_for
+from clusterctl.image.build import ImageBuildError, build_images
 from clusterctl.image.hash import ImageInputError
 from clusterctl.image.lock import LockError, lock_path
+from clusterctl.image.targets import target_for
 from clusterctl.render import BuildDirError
 from clusterctl.run.ansible import AnsibleSetupError
 from clusterctl.run.providers import ProviderError

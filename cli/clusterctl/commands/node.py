@@ -12,9 +12,9 @@ from clusterctl.app import App
 from clusterctl.commands.common import handle_internal_errors, spec_argument, state_dir_option, validated_or_exit
 from clusterctl.commands.image import lock_option
 from clusterctl.commands.up import up_cmd
+from clusterctl.ops.spares import mark_returned, replace, resume_spare
 from clusterctl.plan.service import Swap, SwapError
 from clusterctl.run.executor import executor_for
-from clusterctl.run.spares import mark_returned, replace, resume_spare
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterctl.environ import Env
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner
 from clusterctl.image.drift import DPKG_QUERY, PackageListError, parse_packages
 from clusterctl.image.hash import ImageHash, host_arch
@@ -48,7 +49,7 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.providers.local import DEFAULT_IMAGE
 
 NAME = "baremetal"
-BASE_IMAGE_ENV = "CLUSTERCTL_BASE_IMAGE"  # clusterctl.app.Env.BASE_IMAGE
+BASE_IMAGE_ENV = Env.BASE_IMAGE
 PHASE = "image"
 IMAGES = "pxe/http/images"
 TFTP_IMAGES = "pxe/tftp/images"

@@ -726,6 +726,18 @@ class Plan(PlanModel):
         """The node named ``hostname``."""
         return _first(self.nodes, lambda node: node.hostname == hostname, hostname)
 
+    def launcher(self) -> str:
+        """Where Slurm commands run: the first login node, else the first controller.
+
+        Raises:
+            ValueError: The plan has neither.
+        """
+        for role in ("login", "controller"):
+            for node in self.nodes:
+                if node.role == role:
+                    return node.hostname
+        raise ValueError("The plan has neither a login node nor a controller to run Slurm commands from.")
+
     def summary(self) -> dict[str, Any]:
         """The sizing report (what ``clusterctl plan --output json`` prints)."""
         by_group: dict[str, int] = {g.name: g.count for g in self.groups}

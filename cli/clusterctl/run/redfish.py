@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from clusterctl.app import Env
+from clusterctl.environ import Env
 
 SYSTEMS = "/redfish/v1/Systems"
 DEFAULT_TIMEOUT_S = 15.0

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from clusterctl.ops import burst as burst_module
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from clusterctl.render import ansible_yaml
-from clusterctl.run import burst as burst_module
 from clusterctl.run import burst_cloud
 from clusterctl.run.events import Event, EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
@@ -323,7 +323,7 @@ def test_ssh_wait_is_a_share_of_resume_timeout(plan: Plan) -> None:
 def test_burst_resume_marks_nodes_down_with_the_reason(fake, monkeypatch: pytest.MonkeyPatch, plan: Plan, dirs) -> None:
     """Through ``clusterctl burst resume``: the provider's words end up in Slurm's node reason."""
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(burst_module, "scontrol", lambda *args: calls.append(args))
+    monkeypatch.setattr(burst_module.commands, "run_here", lambda argv, *_: calls.append(tuple(argv[1:])))
     monkeypatch.setattr(burst_module, "run_playbook", lambda *a, **k: pytest.fail("nothing to configure"))
     fake.fail = ["api error InsufficientInstanceCapacity: none left"]
     build, state = dirs

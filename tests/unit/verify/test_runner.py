@@ -18,6 +18,7 @@ from tests.verify_testkit import (
     ReplayExecutor,
     Response,
     chronyc,
+    drain_command,
     gpu_query,
     ibstat,
     nccl_debug_run,
@@ -31,7 +32,6 @@ from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.verify.acceptance import thresholds_by_hardware
 from clusterctl.verify.base import VerifyOptions
-from clusterctl.verify.drain import drain_command
 from clusterctl.verify.rails import RAILS_COMMAND
 from clusterctl.verify.report import Report, render_html, write_report
 from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
