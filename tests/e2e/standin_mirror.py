@@ -34,10 +34,14 @@ class Mirror:
 
     cuda_repo: str
     cuda_repo_key: str
+    cuda_repo_key_sha256: str
 
     def spec_lines(self) -> str:
-        """The ``mirrors`` block of a spec that uses it."""
-        return f"mirrors: {{cuda_repo: {self.cuda_repo}, cuda_repo_key: {self.cuda_repo_key}}}\n"
+        """The ``mirrors`` block of a spec that uses it (served over plain http: the key's sha256 is checked)."""
+        return (
+            f"mirrors: {{cuda_repo: {self.cuda_repo}, cuda_repo_key: {self.cuda_repo_key}, "
+            f"cuda_repo_key_sha256: '{self.cuda_repo_key_sha256}'}}\n"
+        )
 
 
 def docker_host_address() -> str:
@@ -78,7 +82,11 @@ def serve_standin_repo() -> Iterator[Mirror]:
     thread.start()
     base = f"http://{address}:{PORT}/{tag}"
     try:
-        yield Mirror(cuda_repo=f"{base}/cuda", cuda_repo_key=f"{base}/keys/clusterctl-standin.asc")
+        yield Mirror(
+            cuda_repo=f"{base}/cuda",
+            cuda_repo_key=f"{base}/keys/clusterctl-standin.asc",
+            cuda_repo_key_sha256=f"sha256:{hashlib.sha256(key).hexdigest()}",
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "clusterctl.slurm",
             "clusterctl.remote",
+            "clusterctl.bounded",
+            "clusterctl.plain",
             "clusterctl.hostlist",
             "clusterctl.paths",
             "clusterctl.environ",

@@ -20,8 +20,8 @@ from clusterctl.commands.common import (
 from clusterctl.commands.image import lock_option
 from clusterctl.image.lock import LockError, expected_packages, lock_path, read_lock
 from clusterctl.ops.status import collect_status
+from clusterctl.plain import one_line
 from clusterctl.plan import Plan
-from clusterctl.report.plain import one_line
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import StateDir, StateDirError
 

@@ -30,6 +30,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from clusterctl.bounded import integer
 from clusterctl.hostlist import HostlistError, compress, expand
 from clusterctl.spec.findings import Finding, Level
 
@@ -239,7 +240,7 @@ def _parse_line(line: str, line_no: int) -> tuple[SwitchDef | None, list[str]]:
     link_speed = None
     if "LinkSpeed" in values:
         if values["LinkSpeed"].isdigit():
-            link_speed = int(values["LinkSpeed"])
+            link_speed = integer(values["LinkSpeed"])
         else:
             errors.append(f"LinkSpeed={values['LinkSpeed']} is not a whole number.")
     return (

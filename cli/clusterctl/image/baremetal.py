@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterctl.bounded import json_document
 from clusterctl.environ import Env
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner
 from clusterctl.image.drift import DPKG_QUERY, PackageListError, parse_packages
@@ -215,7 +216,7 @@ class BaremetalImageTarget:
     def read_record(self, name: str) -> ArchiveRecord | None:
         """The manifest of image ``name`` when it and its archive are intact."""
         try:
-            data = json.loads((self.folder(name) / MANIFEST).read_text())
+            data = json_document((self.folder(name) / MANIFEST).read_text(), "archive manifest")
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from clusterctl.bounded import json_document
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner, failure_message
 from clusterctl.image.drift import DPKG_QUERY, installed_packages
 from clusterctl.image.hash import ImageHash
@@ -251,7 +252,7 @@ class CloudImageTarget:
         path = self.record_path(digest)
         try:
             text = read_text_nofollow(path, "image record")
-            data = json.loads(text) if text else None
+            data = json_document(text, "image record") if text else None
         except (OSError, ValueError, StateDirError):
             return None
         if not isinstance(data, dict) or data.get("hash") != digest:

@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import json_document
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
@@ -141,7 +142,7 @@ def check_monitoring(plan: Plan, remote: Executor, result: Readiness, timeout: f
     while time.monotonic() < deadline:
         _, out, _ = remote.run(mon.prometheus_host, _PROM_QUERY, 30)
         try:
-            targets = dict(json.loads(out or "[]"))
+            targets = dict(json_document(out or "[]", "answer of Prometheus"))
         except (json.JSONDecodeError, TypeError, ValueError):
             targets = {}
         down = {t for t in want if targets.get(t) != "up"}

@@ -82,6 +82,7 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
         nccl_tests_checksum=(spec.versions.nccl_tests_checksum or nccl_tests_checksum(spec.versions.nccl_tests) or ""),
         cuda_repo=spec.mirrors.cuda_repo,
         cuda_repo_key=spec.mirrors.cuda_repo_key,
+        cuda_repo_key_sha256=spec.mirrors.cuda_repo_key_sha256,
     )
 
 

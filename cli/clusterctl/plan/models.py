@@ -476,6 +476,7 @@ class ClusterInfo(PlanModel):
     nccl_tests_checksum: str = Field("", description="its checksum (sha256:<hex>)")
     cuda_repo: Url | None = Field(None, description="a mirror of NVIDIA's CUDA repository (None: NVIDIA's own)")
     cuda_repo_key: Url | None = Field(None, description="the mirror's signing key (None: the repository's key file)")
+    cuda_repo_key_sha256: str | None = Field(None, description="the key file's sha256 (sha256:<hex>), checked")
 
     @model_validator(mode="after")
     def _provider_is_its_config_s(self) -> ClusterInfo:

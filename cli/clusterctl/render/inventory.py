@@ -176,6 +176,8 @@ def _mirror_vars(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {"nvidia_driver_cuda_repo_base_url": plan.cluster.cuda_repo.rstrip("/")}
     if plan.cluster.cuda_repo_key:
         out["nvidia_driver_cuda_repo_key_url"] = plan.cluster.cuda_repo_key
+    if plan.cluster.cuda_repo_key_sha256:
+        out["nvidia_driver_cuda_repo_key_checksum"] = plan.cluster.cuda_repo_key_sha256
     return out
 
 

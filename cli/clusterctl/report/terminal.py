@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.markup import escape
 
-from clusterctl.report.plain import plain
+from clusterctl.plain import plain
 from clusterctl.spec.findings import Finding, Level
 
 LEVEL_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "cyan"}

@@ -144,11 +144,27 @@ class Mirrors(StrictModel):
         description="The mirror's signing key (default: NVIDIA's key file 3bf863cc.pub in <distro>/<arch>/).",
         examples=["https://mirror.example.com/nvidia/cuda/3bf863cc.pub"],
     )
+    cuda_repo_key_sha256: Sha256 | None = Field(
+        None,
+        description=(
+            "The signing key file's sha256, checked before the key is trusted. Required when the key is "
+            "fetched over plain http (cuda_repo_key, or cuda_repo's own key file): that key signs every "
+            "driver, CUDA, NCCL and DCGM package."
+        ),
+        examples=["sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1"],
+    )
 
     @model_validator(mode="after")
     def _key_needs_repo(self) -> Mirrors:
         if self.cuda_repo_key is not None and self.cuda_repo is None:
             raise ValueError("cuda_repo_key is the key of the cuda_repo mirror; set cuda_repo too, or drop the key")
+        key = self.cuda_repo_key or self.cuda_repo
+        if key is not None and key.lower().startswith("http:") and self.cuda_repo_key_sha256 is None:
+            raise ValueError(
+                f"the signing key of the CUDA mirror is fetched over plain http ({key}), so anyone on the path "
+                "could swap the key that signs every driver, CUDA, NCCL and DCGM package. Serve it over https, "
+                "or set cuda_repo_key_sha256 to the key file's sha256 (sha256:<64 hex digits>)."
+            )
         return self
 
 

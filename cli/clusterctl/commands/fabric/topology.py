@@ -57,6 +57,12 @@ def topology_cmd(
     # derive_topology says "group_leaves" when hosts straddle leaves; on the CLI that is --spec.
     if not spec and any("group_leaves" in w for w in topology.warnings):
         app.display_info("hint: pass --spec SPEC to make the rail leaves of each scalable unit one switch line.")
+    if spec and topology.refused:
+        app.abort(
+            f"{source.origin}: {len(topology.refused)} node description(s) name a host that is not a host name; "
+            "with --spec every CA must be a node of the cluster. Nothing was written.",
+            1,
+        )
     if not topology.switches:
         app.abort(f"No leaf switch in {source.origin} has a named host, so there is no topology.conf to write.")
     try:

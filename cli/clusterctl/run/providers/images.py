@@ -7,11 +7,11 @@ those may skip the install stage.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from clusterctl.bounded import json_document
 from clusterctl.plan.models import Plan
 from clusterctl.run.pulumi import output_mapping
 from clusterctl.run.state import StateDirError, read_text_nofollow
@@ -62,7 +62,7 @@ def image_hashes(plan: Plan, images: Mapping[str, str | BootImage], state_dir: P
     if any(isinstance(i, str) for i in images.values()) and folder.is_dir():
         for path in sorted(folder.glob(f"{plan.cluster.provider}-*.json")):
             try:
-                data = json.loads(read_text_nofollow(path, "image record") or "null")
+                data = json_document(read_text_nofollow(path, "image record") or "null", "image record")
             except (OSError, ValueError, StateDirError):
                 continue
             if isinstance(data, dict) and isinstance(data.get("ref"), str) and isinstance(data.get("hash"), str):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded, integer, real
 from clusterctl.verify.parsers._text import numbered_lines
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 TRACKING_COMMAND = "chronyc -n tracking"
 _LINE_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ()]*?)\s*:\s*(?P<value>.*)$")
@@ -34,6 +35,7 @@ class ChronyTracking:
         return self.leap_status == "Normal" and not self.reference.startswith("00000000")
 
 
+@guarded(unreadable)
 def parse_chronyc_tracking(text: str) -> ChronyTracking:
     """Parse ``chronyc tracking`` output.
 
@@ -66,9 +68,9 @@ def parse_chronyc_tracking(text: str) -> ChronyTracking:
     if system is None:
         line_no, raw = where["System time"]
         raise ParseError("unreadable System time", line_no, raw)
-    offset = float(system["seconds"]) * (1 if system["dir"] == "fast" else -1)
+    offset = real(system["seconds"]) * (1 if system["dir"] == "fast" else -1)
     try:
-        stratum = int(values["Stratum"])
+        stratum = integer(values["Stratum"])
     except ValueError:
         line_no, raw = where["Stratum"]
         raise ParseError("unreadable Stratum", line_no, raw) from None

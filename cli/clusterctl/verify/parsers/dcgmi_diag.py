@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.verify.parsers._text import numbered_lines
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 _ROW_RE = re.compile(r"^(?P<prefix>[^|+]*)(?P<row>[|+].*[|+])\s*$")
 _SECTION_RE = re.compile(r"^[|+]-+\s+(?P<name>\w[\w ]*?)\s+-+\+")
@@ -153,7 +154,7 @@ class _OpenTest:
 
 
 def _gpu_list(text: str) -> list[int]:
-    return [int(g) for g in text.replace(",", " ").split()]
+    return [integer(g) for g in text.replace(",", " ").split()]
 
 
 def _level(text: str) -> int | None:
@@ -162,10 +163,11 @@ def _level(text: str) -> int | None:
         return None
     value = match[1].lower()
     if value.isdigit():
-        return int(value)
+        return integer(value)
     return _LEVEL_NAMES.get(value)
 
 
+@guarded(unreadable)
 def parse_dcgmi_diag(text: str) -> DcgmDiag:
     """Parse the output of ``dcgmi diag`` (DCGM 3.x or 4.x table format).
 
@@ -238,7 +240,7 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
             current.flush()
             status_value = DiagStatus(entity["status"].lower())
             if entity["kind"] == "GPU":
-                current.gpu_status.append((int(entity["index"]), status_value))
+                current.gpu_status.append((integer(entity["index"]), status_value))
             current.add_status(status_value)  # CPU entities (cpu_eud) count towards the result too
             continue
         elif current.pending is None:
