@@ -47,7 +47,7 @@ def check_text(value: Any, what: str, max_length: int) -> str:
         ValueError: with what is wrong and how to fix it.
     """
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"{what} must be text, got {show(value)}; quote it in YAML")
+        raise ValueError(f"{what} must be text, got {as_written(value)}; quote it in YAML")
     if len(value) > max_length:
         raise ValueError(f"{what} is {len(value)} characters long; at most {max_length} are allowed, shorten it")
     bad = _CONTROL_RE.search(value)
@@ -121,12 +121,33 @@ def _segments_problem(path: str) -> str | None:
 _VERSION_RE = re.compile(r"[0-9]+(\.[0-9A-Za-z]+)*([-+~][0-9A-Za-z.+~-]+)?", re.ASCII)
 
 
+class YamlFloat(float):
+    """A float read from the spec, with the text it was written as (``12.10``, which YAML reads as 12.1).
+
+    The loader makes these; pydantic turns them into plain floats, so only the messages of the
+    before-validators see ``written``.
+    """
+
+    written: str
+
+    def __new__(cls, value: float, written: str = "") -> YamlFloat:
+        number = super().__new__(cls, value)
+        number.written = written or repr(float(value))
+        return number
+
+
+def as_written(value: object) -> str:
+    """A value for a message: a number as the spec wrote it (``12.10``), anything else as ``show`` gives it."""
+    return value.written if isinstance(value, YamlFloat) else show(value)
+
+
 def _version(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(
-            f"versions must be quoted strings; YAML read {show(value)} as a number, which drops "
-            f'digits (12.10 becomes 12.1): write it as "{value}"'
-        )
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        written = as_written(value)
+        read = f"the number {value!r}, which drops digits" if written != repr(value) else "a number"
+        raise ValueError(f'versions must be quoted strings; YAML reads {written} as {read}: write it as "{written}"')
+    if not isinstance(value, str):
+        raise ValueError(f'versions must be quoted strings such as "12.8", got {show(value)}')
     if len(value) > 64 or not _VERSION_RE.fullmatch(value):
         raise ValueError(f'{show(value)} is not a version number such as "12.8" or "570.133.20"')
     return value
