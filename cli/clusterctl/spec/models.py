@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.catalog.tools import DEFAULT_CONTAINER_TOOLKIT, DEFAULT_NCCL_TESTS, nccl_tests_checksum
@@ -281,6 +289,19 @@ class NodeGroup(StrictModel):
         ),
     )
     burst: BurstSpec | None = Field(None, description="Make this an elastic (cloud-burst) group.")
+
+    @field_validator("spares")
+    @classmethod
+    def _spares_leave_nodes_in_service(cls, spares: int, info: ValidationInfo) -> int:
+        count = info.data.get("count")
+        # Every spare held out leaves the group's partitions one node fewer: with all of them spares,
+        # Slurm would get partitions without nodes.
+        if isinstance(count, int) and spares >= count:
+            raise ValueError(
+                f"{spares} spare(s) in a group of {count} node(s) leave none in service; spares are part of "
+                f"`count`, so hold at most {count - 1} as spares or raise `count` to {spares + 1} or more"
+            )
+        return spares
 
 
 # --- fabric ------------------------------------------------------------------------------------
