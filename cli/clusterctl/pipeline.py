@@ -14,7 +14,7 @@ from clusterctl.plan.service import read_swaps
 from clusterctl.render import RenderedFile, render_files, write_tree
 from clusterctl.render.check import finding as render_finding
 from clusterctl.render.escape import RenderError
-from clusterctl.rules import validate
+from clusterctl.rules import not_run, validate
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
 
@@ -53,7 +53,7 @@ def load_and_validate(
     swaps = read_swaps(StateDir(state_root, loaded.spec.name).read().get(SWAPS_KEY)) if state_root else []
     findings, plan = validate(loaded, skip, swaps)
     if plan is None or fails(findings, strict):
-        raise SpecError(findings)
+        raise SpecError(findings, not_run(findings))
     try:
         files = render_files(plan)
     except RenderError as exc:

@@ -96,6 +96,8 @@ def validated_or_exit(
         else:
             app.show_findings(exc.findings)
             app.display_error(f"{spec} is not valid: {app.summarize_findings(exc.findings)}.")
+            if exc.not_run:
+                app.display_info(exc.not_run)
         raise SystemExit(1) from None
     except (StateDirError, SwapError) as exc:
         app.abort(f"the state of the cluster in {spec} cannot be read: {exc}", 1)

@@ -29,7 +29,7 @@ from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines
 from clusterctl.spec.models import LustreStorage, NfsStorage, WekaStorage
 
-# --- phase 1: structure ------------------------------------------------------------------------
+# --- phase 1: structure (what the plan is built from) ---------------------------------------------
 
 
 @rule("REF001", "hardware-ref", Level.ERROR, phase=1)
@@ -64,7 +64,7 @@ def partition_groups(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("SLU001", "one-default-partition", Level.ERROR, phase=1)
+@rule("SLU001", "one-default-partition", Level.ERROR, phase=1, gates_plan=False)
 def one_default_partition(ctx: RuleContext) -> Iterator[Finding]:
     """Exactly one partition is the default."""
     defaults = [i for i, p in enumerate(ctx.spec.slurm.partitions) if p.default]
@@ -144,7 +144,7 @@ def rack_layout_needs_racks(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: versions --------------------------------------------------------------------------
+# --- versions: the spec alone, so they run whatever else is wrong --------------------------------
 
 
 def _gpu_profiles(ctx: RuleContext) -> Iterator[tuple[str, str]]:
@@ -154,7 +154,7 @@ def _gpu_profiles(ctx: RuleContext) -> Iterator[tuple[str, str]]:
             yield name, profile.gpus.model
 
 
-@rule("GPU001", "arch-vs-cuda", Level.ERROR)
+@rule("GPU001", "arch-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def arch_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """The CUDA version supports every GPU architecture in the cluster."""
     cuda = ctx.spec.versions.cuda
@@ -170,7 +170,7 @@ def arch_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GPU002", "driver-vs-cuda", Level.ERROR)
+@rule("GPU002", "driver-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def driver_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """The driver is at least NVIDIA's minimum for the CUDA version (CUDA release notes, Table 3)."""
     versions = ctx.spec.versions
@@ -194,7 +194,7 @@ def driver_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GPU003", "nccl-vs-cuda", Level.ERROR)
+@rule("GPU003", "nccl-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def nccl_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """NCCL has a build for the CUDA version (libnccl2=<nccl>-1+cuda<X.Y>)."""
     versions = ctx.spec.versions
@@ -222,7 +222,7 @@ def nccl_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GPU004", "fabric-manager-version", Level.ERROR)
+@rule("GPU004", "fabric-manager-version", Level.ERROR, phase=1, gates_plan=False)
 def fabric_manager_version(ctx: RuleContext) -> Iterator[Finding]:
     """NVSwitch systems get a fabric manager at exactly the driver's version."""
     versions = ctx.spec.versions
@@ -243,7 +243,7 @@ def fabric_manager_version(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("SLU002", "slurm-vs-os", Level.ERROR)
+@rule("SLU002", "slurm-vs-os", Level.ERROR, phase=1, gates_plan=False)
 def slurm_vs_os(ctx: RuleContext) -> Iterator[Finding]:
     """The Slurm version is what the OS ships, unless another package source is declared."""
     spec = ctx.spec
@@ -265,7 +265,7 @@ def slurm_vs_os(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-@rule("SLU003", "slurm-features", Level.ERROR)
+@rule("SLU003", "slurm-features", Level.ERROR, phase=1, gates_plan=False)
 def slurm_features(ctx: RuleContext) -> Iterator[Finding]:
     """Slurm features the spec asks for exist in its Slurm version."""
     spec = ctx.spec
@@ -316,7 +316,7 @@ def oversubscription_cost(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: storage ---------------------------------------------------------------------------
+# --- storage ---------------------------------------------------------------------------
 
 
 def _backing(tier: LustreStorage | WekaStorage | NfsStorage) -> tuple[str, ...]:
@@ -327,7 +327,7 @@ def _backing(tier: LustreStorage | WekaStorage | NfsStorage) -> tuple[str, ...]:
     return ("nfs", tier.server, tier.export)
 
 
-@rule("STO001", "dataset-checkpoint-separate", Level.WARNING)
+@rule("STO001", "dataset-checkpoint-separate", Level.WARNING, phase=1, gates_plan=False)
 def dataset_checkpoint_separate(ctx: RuleContext) -> Iterator[Finding]:
     """Datasets and checkpoints on the same storage system contend for it."""
     datasets = [(i, t) for i, t in enumerate(ctx.spec.storage) if t.purpose == "dataset"]
@@ -358,7 +358,7 @@ def checkpoint_write_time(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("STO003", "parallel-fs-netdevs", Level.ERROR)
+@rule("STO003", "parallel-fs-netdevs", Level.ERROR, phase=1, gates_plan=False)
 def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
     """Lustre (o2ib) and WEKA tiers need storage_netdevs, or storage_nics whose netdevs the nodes find."""
     needs = [
@@ -381,10 +381,10 @@ def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-# --- phase 2: sizing ---------------------------------------------------------------------------
+# --- sizing ---------------------------------------------------------------------------
 
 
-@rule("HW001", "ram-vs-hbm", Level.WARNING)
+@rule("HW001", "ram-vs-hbm", Level.WARNING, phase=1, gates_plan=False)
 def ram_vs_hbm(ctx: RuleContext) -> Iterator[Finding]:
     """System memory should be at least 1.5x the GPUs' HBM (pinned buffers, checkpoint staging)."""
     if ctx.spec.provider.kind == "local":
@@ -402,14 +402,14 @@ def ram_vs_hbm(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("HW002", "spares", Level.WARNING)
+@rule("HW002", "spares", Level.WARNING, phase=1, gates_plan=False)
 def spares(ctx: RuleContext) -> Iterator[Finding]:
     """At least 5% of GPU compute nodes are hot spares (failed nodes are replaced, not waited for)."""
     if ctx.spec.provider.kind == "local":
         return
     for i, group in enumerate(ctx.spec.nodes):
-        profile = ctx.spec.hardware[group.hardware]
-        if group.role != "compute" or group.burst is not None or profile.gpus is None:
+        profile = ctx.spec.hardware.get(group.hardware)  # an unknown profile is REF001's
+        if group.role != "compute" or group.burst is not None or profile is None or profile.gpus is None:
             continue
         if group.spares < 0.05 * group.count:
             yield spares.finding(

@@ -365,7 +365,7 @@ def managed_lustre(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD009", "baremetal-os", Level.ERROR, tags=("baremetal",))
+@rule("CLD009", "baremetal-os", Level.ERROR, tags=("baremetal",), phase=1, gates_plan=False)
 def baremetal_os(ctx: RuleContext) -> Iterator[Finding]:
     """Bare metal is installed by Ubuntu's autoinstall, so its OS is Ubuntu."""
     spec = ctx.spec
@@ -407,10 +407,10 @@ def gpu_networks(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: exposure, sizing, versions -----------------------------------------------------
+# --- exposure, sizing, versions (phase 2 where they read the plan) ---------------------------------
 
 
-@rule("CLD011", "ssh-exposure", Level.ERROR, tags=("cloud", SAFETY_TAG))
+@rule("CLD011", "ssh-exposure", Level.ERROR, tags=("cloud", SAFETY_TAG), phase=1, gates_plan=False)
 def ssh_exposure(ctx: RuleContext) -> Iterator[Finding]:
     """SSH from the whole internet only when the spec says allow_world_ssh; no SSH at all is said.
 
@@ -506,7 +506,7 @@ def azure_placement_group_size(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD014", "efa-stack-versions", Level.ERROR, tags=("cloud",))
+@rule("CLD014", "efa-stack-versions", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def efa_stack_versions(ctx: RuleContext) -> Iterator[Finding]:
     """EFA GPU instances get the CUDA, NCCL and aws-ofi-nccl they need (aws-ofi-nccl EFA cheatsheet)."""
     versions = ctx.spec.versions
@@ -553,7 +553,7 @@ def efa_stack_versions(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD015", "gpudirect-plugin", Level.WARNING, tags=("cloud",))
+@rule("CLD015", "gpudirect-plugin", Level.WARNING, tags=("cloud",), phase=1, gates_plan=False)
 def gpudirect_plugin(ctx: RuleContext) -> Iterator[Finding]:
     """The GPUDirect-TCPX(O) plugin release is known, and NCCL is the version Google qualified with it."""
     spec = ctx.spec
@@ -582,7 +582,7 @@ def gpudirect_plugin(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("CLD016", "gib-nccl", Level.ERROR, tags=("cloud",))
+@rule("CLD016", "gib-nccl", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
     """A3 Ultra: NCCL is the build the pinned nccl-gib release goes with (catalog NCCL_GIB_NCCL).
 

@@ -24,7 +24,7 @@ def _efa_uses(ctx: RuleContext) -> Iterator[tuple[CloudUse, AwsProvider]]:
             yield use, use.provider
 
 
-@rule("CLD090", "efa-installer-ships-plugin", Level.ERROR, tags=("cloud",))
+@rule("CLD090", "efa-installer-ships-plugin", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def efa_installer_ships_plugin(ctx: RuleContext) -> Iterator[Finding]:
     """The aws-ofi-nccl release is the one the EFA installer ships, when it ships one."""
     for use, provider in _efa_uses(ctx):
@@ -40,7 +40,7 @@ def efa_installer_ships_plugin(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD091", "efa-downloads-checksummed", Level.ERROR, tags=("cloud",))
+@rule("CLD091", "efa-downloads-checksummed", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def efa_downloads_checksummed(ctx: RuleContext) -> Iterator[Finding]:
     """Every tarball the efa role downloads has a known checksum."""
     for use, provider in _efa_uses(ctx):

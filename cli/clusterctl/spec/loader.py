@@ -41,6 +41,10 @@ _NoTimestampConstructor.add_constructor(
 )
 
 
+# What a spec with schema errors is not checked for: the rules read a whole, typed spec.
+SCHEMA_FIRST = "The rules (references, names, network, versions, fabric, storage, sizing) run once these are fixed."
+
+
 def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.Constructor = _NoTimestampConstructor
@@ -359,5 +363,5 @@ def load_spec(path: str | Path) -> LoadedSpec:
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_findings_from_validation(exc, file, positions, data)) from None
+        raise SpecError(_findings_from_validation(exc, file, positions, data), SCHEMA_FIRST) from None
     return LoadedSpec(spec=spec, path=spec_path, positions=positions, data=data)

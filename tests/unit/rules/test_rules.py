@@ -258,3 +258,33 @@ def test_phase_one_errors_stop_before_plan(tmp_path: Path) -> None:
     findings, plan = validate(load_spec(mutated(tmp_path, _gpu(hardware="nope"))))
     assert plan is None
     assert {f.code for f in findings} == {"REF001"}
+
+
+def _six_independent_errors(data: dict[str, Any]) -> None:
+    """Network, storage, partition and three version errors, none caused by another."""
+    data["network"]["management_cidr"] = "10.20.0.0/27"  # NET001: 35 nodes
+    data["versions"].update(nvidia_driver="535.54.03", nccl="2.18.1", slurm="24.05")  # GPU002, GPU003, SLU002
+    for key in ("storage_nics", "storage_netdevs"):  # STO003: Lustre o2ib and WEKA with no storage NICs
+        data["hardware"]["dgx-h100"].pop(key)
+    data["slurm"]["partitions"][1]["default"] = True  # SLU001
+
+
+def test_one_validation_reports_every_independent_error(tmp_path: Path) -> None:
+    """A network error no longer hides the version, storage and partition errors behind it."""
+    findings, plan = validate(load_spec(mutated(tmp_path, _six_independent_errors)))
+    errors = sorted(f.code for f in findings if f.level is Level.ERROR)
+    assert errors == ["GPU002", "GPU003", "NET001", "SLU001", "SLU002", "STO003"]
+    assert plan is None  # NET001 leaves no addresses to plan with
+
+
+def test_errors_that_leave_the_plan_buildable_do_not_stop_its_rules(tmp_path: Path) -> None:
+    """Version and partition errors do not stop the rules that read the plan (here MCH001 on machines.csv)."""
+
+    def mutation(data: dict[str, Any]) -> None:
+        _six_independent_errors(data)
+        data["network"]["management_cidr"] = "10.20.0.0/16"
+        group(data, "gpu")["count"] = 33  # gpu033 has no row in machines.csv
+
+    findings, plan = validate(load_spec(mutated(tmp_path, mutation)))
+    assert plan is not None
+    assert {"GPU002", "GPU003", "SLU001", "SLU002", "STO003", "MCH001"} <= {f.code for f in findings}
