@@ -41,6 +41,20 @@ class App:
         return self.output == "json"
 
     @property
+    def quiet(self) -> bool:
+        """``-q``: errors only (no infos, warnings, progress or success lines); asked-for data still prints."""
+        return self.verbosity < 0
+
+    @property
+    def progress_mode(self) -> str:
+        """How a long command shows its events: ``json``, ``quiet`` (errors only), ``live`` or ``plain``."""
+        if self.json:
+            return "json"
+        if self.quiet:
+            return "quiet"
+        return "live" if self.interactive else "plain"
+
+    @property
     def interactive(self) -> bool:
         """A human at a terminal (live views, colours)."""
         return self.out.is_terminal and not self.json
@@ -60,7 +74,9 @@ class App:
             self.out.print(f"[green]{escape(message)}[/green]")
 
     def display_warning(self, message: str) -> None:
-        """A warning line on stderr."""
+        """A warning line on stderr (hidden with -q)."""
+        if self.quiet:
+            return
         self.err.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
     def display_error(self, message: str) -> None:
@@ -78,8 +94,8 @@ class App:
         raise SystemExit(code)
 
     def show_findings(self, findings: list[Finding], min_level: Level = Level.INFO) -> None:
-        """Print findings on stderr with the offending source line and a caret under the column."""
-        show_findings(self.err, findings, min_level)
+        """Print findings on stderr with the offending source line and a caret under the column (-q: errors only)."""
+        show_findings(self.err, findings, max(min_level, Level.ERROR) if self.quiet else min_level)
 
     def summarize_findings(self, findings: list[Finding]) -> str:
         """``2 errors, 1 warning``."""

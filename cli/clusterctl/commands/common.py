@@ -113,7 +113,7 @@ def progress_under_lock(app: App, state: StateDir, action: str) -> Iterator[Even
     JSON output streams one event per line, a terminal gets the live view, anything else plain lines.
     """
     bus = EventBus()
-    live = attach(bus, app.out, "json" if app.json else ("live" if app.interactive else "plain"))
+    live = attach(bus, app.out, app.progress_mode)
     with state.lock(action), live or contextlib.nullcontext():
         yield bus
 

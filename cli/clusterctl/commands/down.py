@@ -43,7 +43,7 @@ def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bo
         what = f"{len(present)} node(s) ({', '.join(present)})" if present else "no running nodes"
         click.confirm(f"Destroy cluster {plan.cluster.name}: {what}, its network and state?", abort=True, err=True)
     bus = EventBus()
-    attach(bus, app.err, "plain")
+    attach(bus, app.err, "quiet" if app.quiet else "plain")
     try:
         with state.lock("down"):
             down(plan, state, bus, build_dir=out_dir, yes=yes)

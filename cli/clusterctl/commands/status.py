@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.markup import escape
@@ -25,10 +26,14 @@ from clusterctl.image.lock import LockedImage, LockError, expected_packages, loc
 from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
 from clusterctl.render import render_files
+from clusterctl.report import document
 from clusterctl.run.executor import Executor, executor_for, run_many
 from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.readiness import slurm_node_states
 from clusterctl.run.state import StateDir, StateDirError
+
+# The cluster was never brought up (or was taken down): LSB's status code for "not running".
+EXIT_NOT_UP = 3
 
 # sinfo's %t names of the states scontrol's are read into (run/readiness.py).
 _COMPACT = {"drained": "drain", "draining": "drng", "mixed": "mix", "allocated": "alloc", "completing": "comp"}
@@ -185,6 +190,21 @@ def _packages_cell(node: dict[str, Any]) -> str:
     return "ok" + (f" (+{len(found['extra'])} not in the image)" if found["extra"] else "")
 
 
+def _not_up(app: App, spec: str, plan: Plan, state: StateDir) -> NoReturn:
+    """A cluster with no state was never brought up (or was taken down): say so, ask nothing of any machine."""
+    if app.json:
+        app.print_json(
+            document("status", [], ok=False, cluster=plan.cluster.name, provider=plan.cluster.provider, state="not up")
+        )
+    else:
+        app.out.print(
+            f"Cluster {plan.cluster.name} ({plan.cluster.provider}) is not up: nothing is recorded in {state.path}.\n"
+            f"`clusterctl up {shlex.quote(spec)}` brings it up.",
+            markup=False,
+        )
+    raise SystemExit(EXIT_NOT_UP)
+
+
 @click.command("status")
 @spec_argument
 @state_dir_option
@@ -198,9 +218,16 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
     With a clusterctl.lock beside SPEC, each node's installed packages are compared with its
     profile's locked image (the packages column: a changed or removed package is drift; packages
     the image has not are counted, not drift).
+
+    \b
+    Exit status: 0 the status was shown (drift included), 1 an error (invalid spec, machines or
+    state unreadable), 3 the cluster is not up (nothing recorded: never brought up, or taken down).
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan
+    state = StateDir(state_dir, plan.cluster.name)
+    if not state.exists():
+        _not_up(app, spec, plan, state)
     path = lock_path(spec, lock_file)
     try:
         lock = read_lock(path)
@@ -211,7 +238,7 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
         app.display_warning(f"{path} is the lock of cluster {lock.cluster}; packages are not compared (--lock).")
     images = expected_packages(lock, plan.cluster.name)
     try:
-        data = collect_status(plan, StateDir(state_dir, plan.cluster.name), images, str(path))
+        data = collect_status(plan, state, images, str(path))
     except (ProviderError, StateDirError) as exc:
         app.abort(str(exc), 1)
     if app.json:

@@ -95,7 +95,9 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     if data["error"] and not data["failures"] and not data["readiness_problems"]:
         out.print(f"[bold red]error:[/bold red] {escape(data['error'])}")
     for problem in data["readiness_problems"]:
-        out.print(f"[red]not ready:[/red] {problem}")
+        out.print(f"[red]not ready:[/red] {escape(problem)}")
+    if app.quiet:
+        return
     for note in data["notes"]:
         out.print(f"note: {note}", markup=False)
     if data["ok"]:
