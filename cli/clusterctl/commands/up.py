@@ -26,7 +26,7 @@ from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
-from clusterctl.run.ansible import AnsibleSetupError, HostFailure
+from clusterctl.run.ansible import AnsibleSetupError, HostFailure, ensure_collections
 from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
@@ -187,7 +187,9 @@ def up_cmd(
     plan = validated.plan
     try:
         _require_engine_for(plan)
-    except ProviderError as exc:
+        # Before anything is created: an installed clusterctl fetches them once, or says how to get them.
+        ensure_collections(app.display_info)
+    except (ProviderError, AnsibleSetupError) as exc:
         app.abort(f"{exc} Nothing was created.", 1)
     images = None if no_image else _locked_images(app, spec, plan, lock_path(spec, lock_file), locked)
     if not app.json:
