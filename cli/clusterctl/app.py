@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from clusterctl.report.document import STOPPED_ERROR, command_name, document
 from clusterctl.report.terminal import show_findings, summarize
 from clusterctl.spec.findings import Finding, Level
 
@@ -89,7 +90,15 @@ class App:
             self.err.print(f"[dim]{escape(message)}[/dim]")
 
     def abort(self, message: str, code: int = 1) -> NoReturn:
-        """Print ``message`` as an error and exit with ``code``."""
+        """Print ``message`` as an error and exit with ``code``.
+
+        With ``--output json`` stdout gets the command's envelope too (``ok: false``,
+        ``stopped: error`` and the message), so a script reads every outcome from one document.
+        """
+        if self.json:
+            context = click.get_current_context(silent=True)
+            command = command_name(context) if context is not None else ""
+            self.print_json(document(command, [], ok=False, stopped=STOPPED_ERROR, error=message))
         self.display_error(message)
         raise SystemExit(code)
 

@@ -146,6 +146,11 @@ def handle_internal_errors(func: F) -> F:
             return func(*args, **kwargs)
         except (SystemExit, click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            # stdout went away (`clusterctl rules | head`): stop quietly, as a pipe reader expects.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(1) from None
         except Exception as exc:
             if debug_enabled():
                 traceback.print_exc()

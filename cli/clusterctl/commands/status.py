@@ -221,7 +221,8 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
 
     \b
     Exit status: 0 the status was shown (drift included), 1 an error (invalid spec, machines or
-    state unreadable), 3 the cluster is not up (nothing recorded: never brought up, or taken down).
+    state unreadable), 2 bad usage, 3 the cluster is not up (nothing recorded: never brought up,
+    or taken down), 70 internal error.
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan
@@ -242,7 +243,7 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
     except (ProviderError, StateDirError) as exc:
         app.abort(str(exc), 1)
     if app.json:
-        app.print_json(data)
+        app.print_json(document("status", [], ok=True, **data))
         return
     table = Table(title=f"Cluster {plan.cluster.name} ({plan.cluster.provider}): {data['state']}")
     columns = ["node", "role", "machine", "slurm", "power", "GPUs", "reason"]

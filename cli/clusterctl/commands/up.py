@@ -26,6 +26,7 @@ from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
+from clusterctl.report import document
 from clusterctl.run.ansible import AnsibleSetupError, HostFailure, ensure_collections
 from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.orchestrate import UpResult, up
@@ -178,7 +179,12 @@ def up_cmd(
 
     Re-running finishes an interrupted or failed run and changes nothing when nothing differs.
     With a clusterctl.lock beside SPEC (`clusterctl image build`), new nodes are made from their
-    profile's locked image and nodes made from it run only the configure stage.
+    profile's locked image and nodes made from it run only the configure stage. With --output
+    json, one event per line while it runs, then the report envelope with the summary.
+
+    Exit status: 0 the cluster is up and ready, 1 it is not (invalid spec, a tool missing, a
+    provider, configure or readiness failure: what was done is recorded, `up` again goes on from
+    there), 2 bad usage, 70 internal error.
     """
     app.output = output
     if locked and no_image:
@@ -222,6 +228,7 @@ def up_cmd(
         from clusterctl.run.events import Event
 
         bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
+        app.print_json(document("up", validated.findings, **data))
     else:
         _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
