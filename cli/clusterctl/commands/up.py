@@ -23,6 +23,7 @@ from clusterctl.commands.image import lock_option
 from clusterctl.image.build import ImageBuildError, check_locked, target_for
 from clusterctl.image.hash import ImageInputError
 from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
+from clusterctl.pipeline import default_build_dir
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
@@ -201,6 +202,7 @@ def up_cmd(
     if not app.json:
         app.show_findings(validated.findings)
     state = StateDir(state_dir, plan.cluster.name)
+    out_dir = out_dir or _recorded_build_dir(state) or default_build_dir(plan).resolve()
     try:
         with progress_under_lock(app, state, "up") as bus:
             result = up(
@@ -233,6 +235,15 @@ def up_cmd(
         _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
         raise SystemExit(1)
+
+
+def _recorded_build_dir(state: StateDir) -> Path | None:
+    """The build directory the last `up` used, when it is still there (so `up` from elsewhere reuses it)."""
+    try:
+        recorded = state.read().get("build_dir")
+    except StateDirError:
+        return None  # `up` itself reports the unreadable state
+    return Path(recorded) if isinstance(recorded, str) and Path(recorded).is_dir() else None
 
 
 def _locked_images(app: App, spec: str, plan: Plan, lock_file: Path, locked: bool) -> dict[str, LockedImage]:
