@@ -40,9 +40,12 @@ def test_a_missing_pulumi_cli_is_said_once(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "bin").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     code, out, err = invoke("status", ONPREM, "--state-dir", str(tmp_path / "state"))
-    assert code == 1
+    assert code == 0
     assert (out + err).count("Pulumi CLI") == 1
-    assert len((out + err).splitlines()) <= 5
+    rows = [line for line in out.splitlines() if line.startswith("│ gpu")]
+    assert len(rows) == 32
+    assert all(" unknown " in row for row in rows)
+    assert "drift:" not in out  # machines that could not be read are not drift
 
 
 def test_quiet_prints_errors_only(tmp_path: Path) -> None:

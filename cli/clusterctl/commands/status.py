@@ -85,7 +85,12 @@ def collect_status(
     plan: Plan, state: StateDir, images: Mapping[str, LockedImage] | None = None, lock_file: str = ""
 ) -> dict[str, Any]:
     """Everything ``status`` reports, as data (``images``: the lock's, for the packages column)."""
-    machines = for_kind(plan.cluster.provider).status(plan, state.path)
+    unread = ""
+    try:
+        machines = for_kind(plan.cluster.provider).status(plan, state.path)
+    except ProviderError as exc:  # said once (`machines_error`), not in every node's row
+        machines = dict.fromkeys((n.hostname for n in plan.nodes if not n.burst), "unknown")
+        unread = str(exc)
     remote = executor_for(plan, state.path)
     controller = plan.slurm.controllers[0]
     slurm: dict[str, str] = {}
@@ -119,7 +124,7 @@ def collect_status(
         node = next((n for n in plan.nodes if n.hostname == host), None)
         if node is None:
             drift.append(f"{host}: exists ({machine}) but is not in the spec")
-        elif not node.burst and machine != "running":
+        elif not node.burst and not unread and machine not in ("running", "installed", "provisioned"):
             drift.append(f"{host}: {machine}, the spec wants it running")
     for host in sorted(set(slurm) - planned):
         drift.append(f"{host}: known to Slurm but not in the spec")
@@ -157,6 +162,7 @@ def collect_status(
         "nodes": nodes,
         "drift": drift,
         "emulated_gpus": plan.cluster.emulated_gpus,
+        "machines_error": unread,
     }
 
 
@@ -245,6 +251,8 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
     if app.json:
         app.print_json(document("status", [], ok=True, **data))
         return
+    if data["machines_error"]:
+        app.display_warning(data["machines_error"])
     table = Table(title=f"Cluster {plan.cluster.name} ({plan.cluster.provider}): {data['state']}")
     columns = ["node", "role", "machine", "slurm", "power", "GPUs", "reason"]
     spares = _spares_line(plan)
