@@ -6,6 +6,7 @@ Sources for the facts behind the rules are in ``clusterctl.catalog``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from clusterctl.catalog.compat import (
     version_tuple,
 )
 from clusterctl.catalog.gpus import GPU_MODELS
+from clusterctl.catalog.slurm_conf import PARAMETERS as SLURM_PARAMETERS
+from clusterctl.catalog.slurm_conf import UINT_MAX
 from clusterctl.plan.nodes import FIRST_HOST_OFFSET
 from clusterctl.plan.sizing import STATE_BYTES_PER_PARAM
 from clusterctl.rules.engine import RuleContext, rule
@@ -275,6 +278,60 @@ def slurm_features(ctx: RuleContext) -> Iterator[Finding]:
             f"topology/block needs Slurm >= {SLURM_BLOCK_TOPOLOGY}; this cluster runs {spec.versions.slurm}.",
             "Use `topology: tree`, or a newer Slurm.",
         )
+
+
+@rule("SLU004", "shared-state-save", Level.ERROR, phase=1, gates_plan=False)
+def shared_state_save(ctx: RuleContext) -> Iterator[Finding]:
+    """Two controllers keep slurmctld's state on storage both mount (a backup takes over from it)."""
+    spec = ctx.spec
+    controllers = sum(g.count for g in spec.nodes if g.role == "controller")
+    location = spec.slurm.state_save_location
+    tiers = [(t.name, t.mount) for t in spec.storage]
+    holder = next((name for name, mount in tiers if location and location.startswith(mount.rstrip("/") + "/")), None)
+    example = f"{tiers[0][1].rstrip('/')}/slurm/state" if tiers else "/shared/slurm/state"
+    if controllers > 1 and location is None:
+        yield shared_state_save.finding(
+            ("slurm",),
+            f"{controllers} controllers, but slurmctld's StateSaveLocation is each controller's own "
+            "/var/spool/slurmctld: a backup controller that takes over finds no job state and loses every job.",
+            f"Set `state_save_location` under `slurm:` to a directory inside a storage tier both controllers mount, "
+            f"e.g. {example}" + ("" if tiers else " (add the tier under `storage:`)") + ".",
+        )
+    elif location is not None and holder is None and (controllers > 1 or any(location == m for _, m in tiers)):
+        yield shared_state_save.finding(
+            ("slurm", "state_save_location"),
+            f"{location} is "
+            + ("a storage tier's mount point itself" if any(location == m for _, m in tiers) else "on no storage tier")
+            + (
+                f"; with {controllers} controllers it must be a directory inside a tier both mount."
+                if controllers > 1
+                else "; the directory is made slurm's, mode 0700, which would lock everyone else out of the tier."
+            ),
+            f"Use a directory inside a tier, e.g. {example}.",
+        )
+
+
+@rule("SLU005", "slurm-conf-parameters", Level.ERROR, phase=1, gates_plan=False)
+def slurm_conf_parameters(ctx: RuleContext) -> Iterator[Finding]:
+    """Extra slurm.conf parameters are ones Slurm knows, with values of their type (slurmctld stops on others)."""
+    for name, value in ctx.spec.site.slurm_conf.items():
+        path = ("site", "slurm_conf", name)
+        kind = SLURM_PARAMETERS.get(name)
+        if kind is None:
+            same = next((known for known in SLURM_PARAMETERS if known.lower() == name.lower()), None)
+            close = difflib.get_close_matches(name, list(SLURM_PARAMETERS), n=1, cutoff=0.8)
+            hint = f"Did you mean `{same or close[0]}`?" if same or close else "See slurm.conf(5) for the names."
+            yield slurm_conf_parameters.finding(
+                path,
+                f"`{name}` is not a slurm.conf parameter Slurm knows; slurmctld would refuse to start.",
+                hint + " A parameter of a newer Slurm: `--skip-rule slurm-conf-parameters`.",
+            )
+        elif kind == "bool" and not isinstance(value, bool):
+            yield slurm_conf_parameters.finding(path, f"`{name}` is yes or no: write true or false, not {value!r}.")
+        elif kind in UINT_MAX and (isinstance(value, bool) or not isinstance(value, int) or value > UINT_MAX[kind]):
+            yield slurm_conf_parameters.finding(
+                path, f"`{name}` takes a whole number from 0 to {UINT_MAX[kind]} (Slurm's {kind}), not {value!r}."
+            )
 
 
 # --- phase 2: fabric ------------------------------------------------------------------------
