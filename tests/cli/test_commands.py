@@ -114,6 +114,9 @@ def test_render_writes_tree(tmp_path: Path) -> None:
     assert code == 0
     assert (tmp_path / "b" / "slurm" / "slurm.conf").is_file()
     assert "rendered" in out
+    # The marker's command writes the same tree again: --out included.
+    rerender = (tmp_path / "b" / "DO_NOT_EDIT").read_text().splitlines()[-1]
+    assert rerender == f"Re-render with: clusterctl render {LOCAL} --out {tmp_path / 'b'}"
 
 
 def test_schema_is_json_schema() -> None:
