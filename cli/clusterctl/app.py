@@ -60,9 +60,9 @@ class App:
         """A human at a terminal (live views, colours)."""
         return self.out.is_terminal and not self.json
 
-    def print_json(self, data: Any) -> None:
-        """Write ``data`` as JSON to stdout."""
-        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    def print_json(self, data: Any, *, line: bool = False) -> None:
+        """Write ``data`` as JSON to stdout (``line``: on one line, the last of an event stream)."""
+        click.echo(json.dumps(data, indent=None if line else 2, sort_keys=False, default=str))
 
     def display_info(self, message: str) -> None:
         """Informational line (hidden with -q)."""
@@ -98,7 +98,8 @@ class App:
         if self.json:
             context = click.get_current_context(silent=True)
             command = command_name(context) if context is not None else ""
-            self.print_json(document(command, [], ok=False, stopped=STOPPED_ERROR, error=message))
+            # One line: it may end a stream of events (`up`).
+            self.print_json(document(command, [], ok=False, stopped=STOPPED_ERROR, error=message), line=True)
         self.display_error(message)
         raise SystemExit(code)
 

@@ -56,11 +56,11 @@ def _apply(ctx: click.Context, app: App, spec: str, swap: Swap, **options: objec
                 f"run `clusterctl up {spec}` again."
             )
             if app.json:
-                app.print_json(document(command, [], ok=False, stopped="error", error=message, **done))
+                app.print_json(document(command, [], ok=False, stopped="error", error=message, **done), line=True)
             app.display_error(message)
         raise
     if app.json:
-        app.print_json(document(command, [], ok=True, **done))
+        app.print_json(document(command, [], ok=True, **done), line=True)
 
 
 def up_options(func: F) -> F:

@@ -230,7 +230,7 @@ def up_cmd(
         from clusterctl.run.events import Event
 
         bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
-        app.print_json(document("up", validated.findings, **data))
+        app.print_json(document("up", validated.findings, **data), line=True)
     else:
         _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
