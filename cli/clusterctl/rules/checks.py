@@ -324,7 +324,7 @@ def slurm_conf_parameters(ctx: RuleContext) -> Iterator[Finding]:
             yield slurm_conf_parameters.finding(
                 path,
                 f"`{name}` is not a slurm.conf parameter Slurm knows; slurmctld would refuse to start.",
-                hint + " A parameter of a newer Slurm: `--skip-rule slurm-conf-parameters`.",
+                hint + " clusterctl writes only the parameters of its catalog (clusterctl.catalog.slurm_conf).",
             )
         elif kind == "bool" and not isinstance(value, bool):
             yield slurm_conf_parameters.finding(path, f"`{name}` is yes or no: write true or false, not {value!r}.")

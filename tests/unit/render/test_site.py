@@ -47,3 +47,19 @@ def test_without_site_nothing_changes_on_the_nodes() -> None:
     assert not site_vars & set(gv)
     assert "StateSaveLocation=/var/spool/slurmctld" in _conf(validated)
     assert not [line for line in _conf(validated) if "site settings" in line]
+
+
+def test_a_parameter_name_slurm_does_not_know_never_reaches_slurm_conf(tmp_path: Path) -> None:
+    """With SLU005 skipped, the render still refuses the name, located at its key: no free text in slurm.conf."""
+    import pytest
+
+    from clusterctl.spec import SpecError
+
+    def unknown(data: dict[str, Any]) -> None:
+        data["site"]["slurm_conf"] = {"MaxJobCnt": 10}
+
+    with pytest.raises(SpecError) as info:
+        load_and_validate(mutated(tmp_path, unknown), skip=["slurm-conf-parameters"])
+    (finding,) = [f for f in info.value.findings if f.code == "CC-R001"]
+    assert finding.dotted_path == "site.slurm_conf.MaxJobCnt"
+    assert "not a slurm.conf parameter" in finding.message
