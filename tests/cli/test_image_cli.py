@@ -17,6 +17,7 @@ from clusterctl.image.lock import Lock, LockedImage, read_lock, write_lock
 from clusterctl.render import ansible_yaml
 from clusterctl.run.ansible import ConfigureResult, HostFailure
 from clusterctl.run.events import EventBus
+from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES
 from tests.verify_testkit import ReplayExecutor, Response, scontrol_node, scontrol_partition
 
@@ -282,6 +283,7 @@ def test_status_shows_package_drift(tmp_path: Path, spec: Path, monkeypatch: pyt
 
     monkeypatch.setattr("clusterctl.ops.status.for_kind", lambda kind: Machines())
     monkeypatch.setattr("clusterctl.ops.status.executor_for", lambda plan, state_dir: executor)
+    StateDir(tmp_path / "state", "local").write({"status": "up"})  # brought up before
     result = invoke(tmp_path, "status", str(spec), "-o", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

@@ -20,7 +20,7 @@ from clusterctl.run.providers.local import slurm_cgroup_dirs
 from clusterctl.run.state import StateDir
 from clusterctl.slurm.nodes import parse_nodes
 from tests.conftest import EXAMPLES, REPO_ROOT
-from tests.e2e.conftest import LocalCluster, json_events, run_cli, save_artifact
+from tests.e2e.conftest import LocalCluster, json_events, json_report, run_cli, save_artifact
 from tests.security.formats import ansible_yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -109,6 +109,9 @@ def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
     summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
     assert summary["data"]["changed_tasks"] == 0, summary
     assert summary["data"]["converge_skipped"] == "", summary
+    # The stream ends with the report envelope every command prints with --output json.
+    report = json_report(result.stdout)
+    assert (report["command"], report["ok"], report["changed_tasks"]) == ("up", True, 0), report
 
 
 @pytest.mark.order(16)

@@ -249,6 +249,8 @@ def _burst_plan(tmp_path: Path) -> Plan:
         "region": "us-central1",
         "zone": "us-central1-b",
     }
+    # The NCCL the pinned gIB plugin is built for (CLD016 checks a burst group's plugin too).
+    data["versions"]["nccl"] = "2.27.5"
     path = write_spec(tmp_path, data)
     shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")
     return load_and_validate(path).plan

@@ -317,8 +317,10 @@ def check_output_cmd(
 
     Prints the verdict, the figures read and the thresholds used. nccl-debug judges an
     NCCL_DEBUG=INFO log: the transport NCCL chose must be the fabric's (from --spec or
-    --fabric), never a socket fallback. Exit 0 on pass (or a judgement skipped with its
-    reason), 1 on fail, 2 when FILE cannot be parsed.
+    --fabric), never a socket fallback.
+
+    Exit status: 0 pass (or a judgement skipped with its reason), 1 fail, 2 FILE cannot be
+    parsed (or bad usage), 70 internal error.
     """
     app.output = output
     text = click.open_file(file).read() if file == "-" else Path(file).read_text(errors="replace")

@@ -33,8 +33,10 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     """Health-check the nodes clusterctl drained and resume those that pass.
 
     A drain whose reason starts with `clusterctl` (from verify, the node health check or an
-    upgrade) is clusterctl's to undo; a node drained with any other reason is left as it is. Exit 0
-    when every clusterctl-drained node is back (or none was drained), 1 when one stays unhealthy.
+    upgrade) is clusterctl's to undo; a node drained with any other reason is left as it is.
+
+    Exit status: 0 every clusterctl-drained node is back (or none was drained), 1 one stays
+    unhealthy (or an error), 2 bad usage, 70 internal error.
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.table import Table
@@ -22,8 +23,12 @@ from clusterctl.image.lock import LockError, expected_packages, lock_path, read_
 from clusterctl.ops.status import collect_status
 from clusterctl.plain import one_line
 from clusterctl.plan import Plan
+from clusterctl.report import document
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import StateDir, StateDirError
+
+# The cluster was never brought up (or was taken down): LSB's status code for "not running".
+EXIT_NOT_UP = 3
 
 
 def cell(value: object) -> Text:
@@ -50,6 +55,21 @@ def _packages_cell(node: dict[str, Any]) -> str:
     return "ok" + (f" (+{len(found['extra'])} not in the image)" if found["extra"] else "")
 
 
+def _not_up(app: App, spec: str, plan: Plan, state: StateDir) -> NoReturn:
+    """A cluster with no state was never brought up (or was taken down): say so, ask nothing of any machine."""
+    if app.json:
+        app.print_json(
+            document("status", [], ok=False, cluster=plan.cluster.name, provider=plan.cluster.provider, state="not up")
+        )
+    else:
+        app.out.print(
+            f"Cluster {plan.cluster.name} ({plan.cluster.provider}) is not up: nothing is recorded in {state.path}.\n"
+            f"`clusterctl up {shlex.quote(spec)}` brings it up.",
+            markup=False,
+        )
+    raise SystemExit(EXIT_NOT_UP)
+
+
 @click.command("status")
 @spec_argument
 @state_dir_option
@@ -63,9 +83,17 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
     With a clusterctl.lock beside SPEC, each node's installed packages are compared with its
     profile's locked image (the packages column: a changed or removed package is drift; packages
     the image has not are counted, not drift).
+
+    \b
+    Exit status: 0 the status was shown (drift included), 1 an error (invalid spec, machines or
+    state unreadable), 2 bad usage, 3 the cluster is not up (nothing recorded: never brought up,
+    or taken down), 70 internal error.
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan
+    state = StateDir(state_dir, plan.cluster.name)
+    if not state.exists():
+        _not_up(app, spec, plan, state)
     path = lock_path(spec, lock_file)
     try:
         lock = read_lock(path)
@@ -76,12 +104,16 @@ def status_cmd(app: App, spec: str, state_dir: Path, lock_file: Path | None, out
         app.display_warning(f"{path} is the lock of cluster {lock.cluster}; packages are not compared (--lock).")
     images = expected_packages(lock, plan.cluster.name)
     try:
-        data = collect_status(plan, StateDir(state_dir, plan.cluster.name), images, str(path))
+        data = collect_status(plan, state, images, str(path))
     except (ProviderError, StateDirError) as exc:
         app.abort(str(exc), 1)
     if app.json:
-        app.print_json(data)
+        app.print_json(document("status", [], ok=True, **data))
         return
+    if data["machines_error"]:
+        app.display_warning(data["machines_error"])
+    elif data["slurm_error"]:
+        app.display_warning(f"Slurm's view is not shown: {data['slurm_error']}")
     table = Table(title=cell(f"Cluster {plan.cluster.name} ({plan.cluster.provider}): {data['state']}"))
     columns = ["node", "role", "machine", "slurm", "power", "GPUs", "reason"]
     spares = _spares_line(plan)

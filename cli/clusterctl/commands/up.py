@@ -25,10 +25,12 @@ from clusterctl.ops.images import locked_images
 from clusterctl.ops.readiness import partitions_summary
 from clusterctl.ops.retire import DEFAULT_DRAIN_TIMEOUT_S
 from clusterctl.ops.up import UpResult, up
+from clusterctl.pipeline import default_build_dir
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
-from clusterctl.run.ansible import AnsibleSetupError, HostFailure
+from clusterctl.report import document
+from clusterctl.run.ansible import AnsibleSetupError, HostFailure, ensure_collections
 from clusterctl.run.failure_cause import summary_lines
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import LockedError, StateDir, StateDirError
@@ -94,7 +96,9 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     if data["error"] and not data["failures"] and not data["readiness_problems"]:
         out.print(f"[bold red]error:[/bold red] {escape(data['error'])}")
     for problem in data["readiness_problems"]:
-        out.print(f"[red]not ready:[/red] {problem}")
+        out.print(f"[red]not ready:[/red] {escape(problem)}")
+    if app.quiet:
+        return
     for note in data["notes"]:
         out.print(f"note: {note}", markup=False)
     if data["ok"]:
@@ -175,7 +179,12 @@ def up_cmd(
 
     Re-running finishes an interrupted or failed run and changes nothing when nothing differs.
     With a clusterctl.lock beside SPEC (`clusterctl image build`), new nodes are made from their
-    profile's locked image and nodes made from it run only the configure stage.
+    profile's locked image and nodes made from it run only the configure stage. With --output
+    json, one event per line while it runs, then the report envelope with the summary.
+
+    Exit status: 0 the cluster is up and ready, 1 it is not (invalid spec, a tool missing, a
+    provider, configure or readiness failure: what was done is recorded, `up` again goes on from
+    there), 2 bad usage, 70 internal error.
     """
     app.output = output
     if locked and no_image:
@@ -184,7 +193,9 @@ def up_cmd(
     plan = validated.plan
     try:
         _require_engine_for(plan)
-    except ProviderError as exc:
+        # Before anything is created: an installed clusterctl fetches them once, or says how to get them.
+        ensure_collections(app.display_info)
+    except (ProviderError, AnsibleSetupError) as exc:
         app.abort(f"{exc} Nothing was created.", 1)
     images = None
     if not no_image:
@@ -197,6 +208,7 @@ def up_cmd(
     if not app.json:
         app.show_findings(validated.findings)
     state = StateDir(state_dir, plan.cluster.name)
+    out_dir = out_dir or _recorded_build_dir(state) or default_build_dir(plan).resolve()
     try:
         with progress_under_lock(app, state, "up") as bus:
             result = up(
@@ -224,7 +236,17 @@ def up_cmd(
         from clusterctl.run.events import Event
 
         bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
+        app.print_json(document("up", validated.findings, **data), line=True)
     else:
         _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
         raise SystemExit(1)
+
+
+def _recorded_build_dir(state: StateDir) -> Path | None:
+    """The build directory the last `up` used, when it is still there (so `up` from elsewhere reuses it)."""
+    try:
+        recorded = state.read().get("build_dir")
+    except StateDirError:
+        return None  # `up` itself reports the unreadable state
+    return Path(recorded) if isinstance(recorded, str) and Path(recorded).is_dir() else None

@@ -16,7 +16,7 @@ from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
 from clusterctl.render import render_files
 from clusterctl.run.executor import Executor, executor_for, run_many
-from clusterctl.run.providers import for_kind
+from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.state import StateDir
 from clusterctl.slurm.client import Slurm, SlurmError, why
 from clusterctl.slurm.nodes import SlurmNode
@@ -82,7 +82,12 @@ def collect_status(
     plan: Plan, state: StateDir, images: Mapping[str, LockedImage] | None = None, lock_file: str = ""
 ) -> dict[str, Any]:
     """Everything ``status`` reports, as data (``images``: the lock's, for the packages column)."""
-    machines = for_kind(plan.cluster.provider).status(plan, state.path)
+    unread = slurm_error = ""
+    try:
+        machines = for_kind(plan.cluster.provider).status(plan, state.path)
+    except ProviderError as exc:  # said once (`machines_error`), not in every node's row
+        machines = dict.fromkeys((n.hostname for n in plan.nodes if not n.burst), "unknown")
+        unread = str(exc)
     remote = executor_for(plan, state.path)
     controller = plan.slurm.controllers[0]
     slurm: dict[str, str] = {}
@@ -94,7 +99,7 @@ def collect_status(
         try:
             listed = client.nodes()
         except SlurmError as exc:
-            drift.append(f"{controller}: Slurm's nodes could not be read: {exc}")
+            slurm_error = str(exc)
             listed = ()
         for seen in listed:
             slurm[seen.name] = sinfo_state(seen)
@@ -111,7 +116,7 @@ def collect_status(
         node = next((n for n in plan.nodes if n.hostname == host), None)
         if node is None:
             drift.append(f"{host}: exists ({machine}) but is not in the spec")
-        elif not node.burst and machine != "running":
+        elif not node.burst and not unread and machine not in ("running", "installed", "provisioned"):
             drift.append(f"{host}: {machine}, the spec wants it running")
     for host in sorted(set(slurm) - planned):
         drift.append(f"{clean(host, 80)}: known to Slurm but not in the spec")
@@ -149,6 +154,8 @@ def collect_status(
         "nodes": nodes,
         "drift": drift,
         "emulated_gpus": plan.cluster.emulated_gpus,
+        "machines_error": unread,
+        "slurm_error": slurm_error,
     }
 
 

@@ -22,7 +22,7 @@ from clusterctl.catalog.tools import nccl_tests_checksum, nccl_tests_url
 from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fabric import resolve_fabric
-from clusterctl.plan.models import ClusterInfo, MonitoringPlan, NcclProfile, Plan, PlanNode
+from clusterctl.plan.models import ClusterInfo, MonitoringPlan, NcclProfile, Plan, PlanNode, SitePlan
 from clusterctl.plan.nccl import nccl_profiles
 from clusterctl.plan.nccl_cloud import gcp_versions
 from clusterctl.plan.nodes import make_nodes, node_groups, place_nodes
@@ -117,6 +117,11 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml", swaps: 
         cloud=resolve_cloud(spec, nodes),
         baremetal=resolve_baremetal(spec, nodes, base_dir),
         burst_cloud=resolve_burst_cloud(spec, nodes),
+        site=SitePlan(
+            dns_servers=[str(a) for a in spec.site.dns_servers],
+            search_domains=list(spec.site.search_domains),
+            ntp_servers=list(spec.site.ntp_servers),
+        ),
     )
 
 

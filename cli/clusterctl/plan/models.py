@@ -157,6 +157,21 @@ class TopologyBlock(PlanModel):
     nodes: str
 
 
+class SlurmParam(PlanModel):
+    """One slurm.conf parameter the site adds (spec ``site.slurm_conf``), its value as slurm.conf writes it."""
+
+    name: str
+    value: str
+
+
+class SitePlan(PlanModel):
+    """Name and time servers every node gets (spec ``site``); empty lists leave the node's own."""
+
+    dns_servers: list[str] = Field(default_factory=list)
+    search_domains: list[str] = Field(default_factory=list)
+    ntp_servers: list[str] = Field(default_factory=list)
+
+
 class SlurmNodeLine(PlanModel):
     """One NodeName= line of slurm.conf."""
 
@@ -250,6 +265,9 @@ class SlurmPlan(PlanModel):
     batch_start_timeout_s: int | None = None
     prolog_epilog_timeout_s: int | None = None
     timeouts_source: str | None = Field(None, description="vendor file the long-prolog timeouts come from")
+    state_save_location: str = Field("/var/spool/slurmctld", description="slurmctld's StateSaveLocation")
+    state_save_tier: str | None = Field(None, description="storage tier holding StateSaveLocation (mounted first)")
+    site_params: list[SlurmParam] = Field(default_factory=list, description="the site's slurm.conf parameters")
 
 
 class LnetNetwork(PlanModel):
@@ -722,6 +740,7 @@ class Plan(PlanModel):
     cloud: CloudPlan | None = Field(None, description="what the cloud stack creates (aws, gcp, azure)")
     baremetal: BaremetalPlan | None = Field(None, description="PXE and BMC facts (baremetal)")
     burst_cloud: dict[str, CloudPlan] = Field(default_factory=dict, description="cloud burst group -> its burst stack")
+    site: SitePlan = Field(default_factory=SitePlan, description="name and time servers of every node")
 
     def node(self, hostname: str) -> PlanNode:
         """The node named ``hostname``."""

@@ -190,6 +190,23 @@ def slurm(value: Any) -> Escaped:
     return Escaped(text)
 
 
+def slurm_parameter(value: Any) -> Escaped:
+    """A slurm.conf parameter name from the spec (``site.slurm_conf``): one Slurm knows and clusterctl leaves alone.
+
+    The name is a key, not a value: anything else would change what slurm.conf sets (a second
+    ``AuthType``, an unknown key slurmctld stops on), so only the catalog's names pass.
+    """
+    from clusterctl.catalog.slurm_conf import OWNED, PARAMETERS, SECRET  # local: the catalog is data
+
+    fmt = "slurm.conf parameter name"
+    text = _no_control(_text(value, fmt), fmt)
+    if text not in PARAMETERS:
+        raise RenderError(fmt, text, "it is not a slurm.conf parameter Slurm knows")
+    if text in OWNED or text in SECRET:
+        raise RenderError(fmt, text, "clusterctl writes it itself, or it is a password")
+    return Escaped(text)
+
+
 # --- shell and environment files ----------------------------------------------------------------
 
 
@@ -419,6 +436,7 @@ FILTERS = {
     "comment": comment,
     "xml_comment": xml_comment,
     "slurm": slurm,
+    "slurm_parameter": slurm_parameter,
     "shell": shell,
     "shell_env": shell_env,
     "shell_args": shell_args,

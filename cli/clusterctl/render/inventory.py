@@ -163,9 +163,26 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         ],
         **_efa_vars(plan),
         **_mirror_vars(plan),
+        **_site_vars(plan),
         **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
+
+
+def _site_vars(plan: Plan) -> dict[str, Any]:
+    """The site's name and time servers, as the common role's variables, and the storage tier slurmctld's
+    state is on (site.yml mounts it on the controllers before Slurm starts); only what the spec sets."""
+    site = plan.site
+    out: dict[str, Any] = {}
+    if site.dns_servers:
+        out["common_dns_servers"] = list(site.dns_servers)
+    if site.search_domains:
+        out["common_dns_search"] = list(site.search_domains)
+    if site.ntp_servers:
+        out["common_chrony_servers"] = list(site.ntp_servers)
+    if plan.slurm.state_save_tier:
+        out["clusterctl_slurm_state_tier"] = plan.slurm.state_save_tier
+    return out
 
 
 def _mirror_vars(plan: Plan) -> dict[str, Any]:

@@ -79,7 +79,7 @@ def burst_provider_hardware(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("BUR003", "burst-resume-timeout", Level.ERROR, tags=("burst",))
+@rule("BUR003", "burst-resume-timeout", Level.ERROR, tags=("burst",), phase=1, gates_plan=False)
 def burst_resume_timeout(ctx: RuleContext) -> Iterator[Finding]:
     """resume_timeout covers the provider's boot plus configuration of a fresh node."""
     for i, group in enumerate(ctx.spec.nodes):

@@ -350,6 +350,8 @@ class StateDir:
             with contextlib.suppress(FileExistsError):
                 self.root.mkdir(mode=0o700)
                 self.root.chmod(0o700)  # exactly 0700 whatever the umask
+                # It sits beside the spec, often in a git checkout: secrets must never be committed.
+                write_atomic(self.root / ".gitignore", b"# clusterctl state and secrets: never commit\n*\n", 0o600)
         _check_root(self.root)
         return ensure_private_dir(self.path)
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.catalog.tools import DEFAULT_CONTAINER_TOOLKIT, DEFAULT_NCCL_TESTS, nccl_tests_checksum
@@ -40,6 +48,8 @@ from clusterctl.spec.types import (
     RailDevice,
     SafeName,
     Sha256,
+    SlurmConfName,
+    SlurmConfValue,
     SlurmTime,
     Url,
     VersionStr,
@@ -298,6 +308,19 @@ class NodeGroup(StrictModel):
     )
     burst: BurstSpec | None = Field(None, description="Make this an elastic (cloud-burst) group.")
 
+    @field_validator("spares")
+    @classmethod
+    def _spares_leave_nodes_in_service(cls, spares: int, info: ValidationInfo) -> int:
+        count = info.data.get("count")
+        # Every spare held out leaves the group's partitions one node fewer: with all of them spares,
+        # Slurm would get partitions without nodes.
+        if isinstance(count, int) and spares >= count:
+            raise ValueError(
+                f"{spares} spare(s) in a group of {count} node(s) leave none in service; spares are part of "
+                f"`count`, so hold at most {count - 1} as spares or raise `count` to {spares + 1} or more"
+            )
+        return spares
+
 
 # --- fabric ------------------------------------------------------------------------------------
 
@@ -478,6 +501,15 @@ class SlurmSpec(StrictModel):
     dcgm_epilog: StrictBool = Field(
         False, description="Run `dcgmi diag -r 1` after every job on real GPU nodes; drain the node on failure."
     )
+    state_save_location: MountPoint | None = Field(
+        None,
+        description=(
+            "slurmctld's StateSaveLocation (default: /var/spool/slurmctld on the controller). With two controllers "
+            "it must be a directory inside a storage tier both mount (a backup controller takes over from the "
+            "state saved there); it is created owned by slurm, mode 0700."
+        ),
+        examples=["/home/slurm/state"],
+    )
     heal_every: DurationValue | None = Field(
         default_factory=lambda: Duration(10, "m"),
         description=(
@@ -492,6 +524,38 @@ class SlurmSpec(StrictModel):
         if value is not None and value.seconds < 60:
             raise ValueError(f"heal_every is {value}; write at least 1m (each round health-checks drained nodes)")
         return value
+
+
+class Site(StrictModel):
+    """What every site sets on its nodes: name and time servers, and slurm.conf parameters clusterctl leaves alone."""
+
+    dns_servers: list[IPv4AddressValue] = Field(
+        default_factory=list,
+        max_length=3,
+        description="Name servers of every node, in order (at most 3, as resolv.conf uses); empty: left as installed.",
+        examples=[["10.20.0.2", "10.20.0.3"]],
+    )
+    search_domains: list[DnsDomain] = Field(
+        default_factory=list,
+        max_length=6,
+        description="DNS search domains of every node (at most 6); empty: left as installed.",
+        examples=[["atlas.internal", "corp.example.com"]],
+    )
+    ntp_servers: list[Hostname] = Field(
+        default_factory=list,
+        max_length=8,
+        description="NTP servers chrony uses on every node, instead of the distribution's pool; empty: the pool.",
+        examples=[["ntp1.corp.example.com", "10.20.0.4"]],
+    )
+    slurm_conf: dict[SlurmConfName, SlurmConfValue] = Field(
+        default_factory=dict,
+        max_length=128,
+        description=(
+            "Extra slurm.conf parameters (`clusterctl rules`: SLU005 checks each name and value against Slurm's own "
+            "list, SAF003 refuses those clusterctl writes itself). true/false are written YES/NO."
+        ),
+        examples=[{"MaxJobCount": 100000, "DefMemPerGPU": 131072, "EnforcePartLimits": "ALL"}],
+    )
 
 
 class Monitoring(StrictModel):
@@ -547,6 +611,7 @@ class Spec(StrictModel):
     monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring.")
     workload: Workload | None = Field(None, description="Training workload for the sizing report.")
     acceptance: Acceptance = Field(default_factory=Acceptance, description="verify thresholds.")
+    site: Site = Field(default_factory=Site, description="Site settings: DNS, NTP, extra slurm.conf parameters.")
 
     @field_validator("nodes")
     @classmethod
