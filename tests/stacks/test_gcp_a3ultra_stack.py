@@ -248,6 +248,7 @@ def _burst_plan(tmp_path: Path) -> Plan:
         "project": "acme-ml",
         "region": "us-central1",
         "zone": "us-central1-b",
+        "cidr": "10.60.0.0/24",
     }
     path = write_spec(tmp_path, data)
     shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")

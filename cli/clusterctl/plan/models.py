@@ -81,6 +81,10 @@ class NodeGroupPlan(PlanModel):
     hosts: str = Field(description="hostlist of every node in the group")
     active_hosts: str = Field(description="hostlist of the nodes in service (neither spares nor replaced)")
     burst: bool = False
+    provider: str | None = Field(None, description="where the nodes run: a burst group's provider, else the cluster's")
+    fabric: str | None = Field(
+        None, description="compute groups: the fabric their NCCL uses (a cloud GPU type's own, else fabric.kind)"
+    )
 
 
 class LeafPlan(PlanModel):
@@ -597,6 +601,10 @@ class CloudPlan(PlanModel):
     ssh_user: str
     root_volume_gib: int
     network_cidr: str
+    peer_cidrs: list[str] = Field(
+        default_factory=list,
+        description="networks outside network_cidr the nodes admit: a burst group's on-prem management network",
+    )
     existing_network: str | None = Field(None, description="VPC id / network name to use instead of creating one")
     subnets: list[CloudSubnetPlan]
     gpu_networks: list[CloudSubnetPlan] = Field(default_factory=list, description="GCP: one VPC per GPU NIC")

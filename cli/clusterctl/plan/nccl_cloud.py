@@ -33,7 +33,7 @@ from clusterctl.plan.models import (
     NcclVendorSlurm,
 )
 from clusterctl.spec.models import HardwareProfile, Spec
-from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider
+from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider, Provider
 
 # Where Azure's HPC image keeps the topology files (roles/nccl installs ours there, the same way).
 AZURE_TOPO_DIR = "/opt/microsoft"
@@ -412,12 +412,16 @@ def gcp_versions(spec: Spec) -> dict[str, str]:
     The roles install exactly these: the TCPXO plugin installer and RxDM image tags (the prolog
     runs them), the dmabuf-import-helper DKMS module on A3 Mega, nccl-gib on A3 Ultra.
     """
-    provider = spec.provider
-    if not isinstance(provider, GcpProvider):
-        return {}
-    fabrics = {
-        t.fabric for t in (instance_type(p.instance_type) for p in spec.hardware.values() if p.gpus) if t is not None
-    }
+    out: dict[str, str] = {}
+    for name, profile in sorted(spec.hardware.items()):
+        provider = profile_provider(spec, name)
+        itype = instance_type(profile.instance_type)
+        if isinstance(provider, GcpProvider) and profile.gpus and itype is not None:
+            out.update(_gcp_versions(provider, {itype.fabric}))
+    return out
+
+
+def _gcp_versions(provider: GcpProvider, fabrics: set[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     if "gpudirect-tcpxo" in fabrics:
         version = _plugin_version(provider, "gpudirect-tcpxo")
@@ -517,9 +521,37 @@ def _azure(name: str, itype: InstanceType) -> NcclProfile:
     )
 
 
+def profile_provider(spec: Spec, name: str) -> Provider:
+    """The provider the nodes of hardware profile ``name`` run on.
+
+    A profile that only burst groups use runs on their provider (a p5 profile of an on-prem
+    cluster's AWS burst group is on EFA, not on the on-prem fabric); otherwise the cluster's.
+    Rule BUR002 refuses a profile shared by groups on different providers.
+    """
+    groups = [g for g in spec.nodes if g.hardware == name]
+    if groups and all(g.burst is not None for g in groups):
+        first = groups[0].burst
+        assert first is not None
+        return first.provider
+    return spec.provider
+
+
+def profile_fabric(spec: Spec, name: str) -> str:
+    """The fabric kind hardware profile ``name``'s nodes use: a cloud GPU type's own, else fabric.kind."""
+    profile = spec.hardware.get(name)
+    itype = instance_type(profile.instance_type) if profile else None
+    provider = profile_provider(spec, name)
+    if itype is not None and itype.is_gpu and itype.provider == provider.kind and itype.fabric:
+        return itype.fabric
+    return spec.fabric.kind
+
+
 def cloud_nccl_profile(spec: Spec, name: str, profile: HardwareProfile) -> NcclProfile | None:
-    """The NCCL profile of a GPU hardware profile on a cloud provider; None when not on a cloud."""
-    provider = spec.provider
+    """The NCCL profile of a GPU hardware profile on a cloud provider; None when not on a cloud.
+
+    The provider is the one its nodes run on (:func:`profile_provider`): a burst group's.
+    """
+    provider = profile_provider(spec, name)
     itype = instance_type(profile.instance_type)
     if itype is None or not itype.is_gpu:
         return None

@@ -56,6 +56,13 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
         "clusterctl_spare": node.spare,
         "clusterctl_burst": node.burst,
     }
+    # A burst group on another provider has its own fabric (EFA for p5) and cloud: the roles read
+    # these per host, over the cluster-wide values of group_vars/all.yml.
+    group = next((g for g in plan.groups if g.name == node.group), None)
+    if group is not None and group.burst and group.provider and group.provider != plan.cluster.provider:
+        host["clusterctl_provider"] = group.provider
+        if group.fabric and group.fabric != plan.fabric.kind:
+            host["clusterctl_fabric_kind"] = group.fabric
     if node.gpus:
         host["clusterctl_gpu_model"] = node.gpu_model
         host["clusterctl_gres_type"] = node.gres_type

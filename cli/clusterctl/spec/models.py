@@ -261,6 +261,16 @@ class BurstSpec(StrictModel):
         default_factory=lambda: Duration(15, "m"),
         description="Idle time before a burst node is released.",
     )
+    mounts: list[DnsLabel] | None = Field(
+        None,
+        max_length=64,
+        description=(
+            "Storage tiers (their `name`) the burst nodes mount; `[]` for none. Only tiers the group can reach: "
+            "NFS and Lustre over TCP through the routed network, never Lustre over RDMA (o2ib) or WEKA, whose "
+            "storage NICs a burst node does not have. Left out, burst nodes mount nothing and validate says so."
+        ),
+        examples=[["home"], []],
+    )
 
 
 class NodeGroup(StrictModel):
