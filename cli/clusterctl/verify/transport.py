@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterctl.catalog.transports import ANY_RDMA, FABRIC_TRANSPORTS, ExpectedTransport, expected_transport
 from clusterctl.hostlist import compress
@@ -28,6 +29,9 @@ from clusterctl.verify.base import EMULATED, Check, VerifyContext, last_line, tr
 from clusterctl.verify.parsers.nccl_debug import NcclDebugLog, NcclLine, NcclProcess, network_family, parse_nccl_debug
 from clusterctl.verify.result import ParseError, Verdict, failed, passed, skipped, with_figures, with_run
 from clusterctl.verify.testplan import NcclRun, eligible_nodes, fabric_groups, partition_of, srun_command
+
+if TYPE_CHECKING:
+    from clusterctl.plan.models import Plan
 
 CHECK = "nccl.transport"
 
@@ -260,6 +264,67 @@ def judge_transport(
     return TransportJudgement(passed(CHECK, target, f"NCCL used {names} on {hosts_text} ({what}){note}.", figures))
 
 
+# --- which fabric a log is judged by ---------------------------------------------------------
+
+
+class FabricChoiceError(ValueError):
+    """The log cannot be tied to one fabric of the plan; the message says what to give."""
+
+
+def group_fabrics(plan: Plan) -> dict[str, str]:
+    """Hostname -> the fabric its node group's NCCL uses (a burst group's instance type's own)."""
+    fabric = {g.name: g.fabric or plan.fabric.kind for g in plan.groups if g.role == "compute"}
+    return {n.hostname: fabric[n.group] for n in plan.nodes if n.group in fabric}
+
+
+def hosts_fabric(plan: Plan, hosts: Sequence[str]) -> str:
+    """The fabric of the node group(s) ``hosts`` belong to (the cluster's when none is known)."""
+    fabrics = group_fabrics(plan)
+    found = {fabrics[h] for h in hosts if h in fabrics}
+    return found.pop() if len(found) == 1 else plan.fabric.kind
+
+
+def log_fabric(plan: Plan, log_hosts: Sequence[str], hardware: str | None = None) -> tuple[str, str]:
+    """The fabric a saved NCCL_DEBUG log is judged by, and why: the node group its hosts are in.
+
+    Args:
+        plan: The cluster's plan.
+        log_hosts: The host names the log's lines carry (``NcclDebugLog.hosts``).
+        hardware: A GPU hardware profile named by the caller, which then decides.
+
+    Raises:
+        FabricChoiceError: the hosts are in groups on different fabrics, or none of them is a
+            node of the plan and its GPU groups do not share one fabric.
+    """
+    compute = [g for g in plan.groups if g.role == "compute" and g.fabric]
+    if hardware is not None:
+        fabrics = sorted({g.fabric for g in compute if g.hardware == hardware and g.fabric})
+        if len(fabrics) == 1:
+            return fabrics[0], f"hardware {hardware}: fabric {fabrics[0]}"
+    by_host = group_fabrics(plan)
+    group_of = {n.hostname: n.group for n in plan.nodes}
+    known = [h for h in dict.fromkeys(log_hosts) if h in by_host]
+    groups = sorted({group_of[h] for h in known})
+    fabrics = sorted({by_host[h] for h in known})
+    if len(fabrics) > 1:
+        raise FabricChoiceError(
+            f"the log's hosts are in node groups on different fabrics ({', '.join(groups)}: {', '.join(fabrics)}); "
+            "judge one group's log at a time, or give --fabric"
+        )
+    if fabrics:
+        named = ", ".join(known[:3]) + (f" and {len(known) - 3} more" if len(known) > 3 else "")
+        return fabrics[0], f"node group {', '.join(groups)} ({named}): fabric {fabrics[0]}"
+    gpu_groups = [g for g in compute if any(n.gpus for n in plan.nodes if n.group == g.name)]
+    gpu_fabrics = sorted({g.fabric for g in gpu_groups if g.fabric})
+    if len(gpu_fabrics) == 1:
+        names = ", ".join(g.name for g in gpu_groups)
+        return gpu_fabrics[0], f"GPU node group {names}: fabric {gpu_fabrics[0]}"
+    raise FabricChoiceError(
+        f"the log names no node of the spec and its GPU groups are on different fabrics ({', '.join(gpu_fabrics)}); "
+        "give --hardware or --fabric"
+    )
+
+
 # --- the check ------------------------------------------------------------------------------
 
 # Set in every task: NCCL_DEBUG=INFO prints the transport lines; INIT,NET keeps just those
@@ -306,7 +371,12 @@ def judge_transport_run(ctx: VerifyContext, run: NcclRun, rc: int, out: str, err
             )
         )
     judgement = judge_transport(
-        log, ctx.plan.fabric.kind, nodes=len(run.hosts), hosts=run.hosts, task_hosts=task_hosts, target=target
+        log,
+        hosts_fabric(ctx.plan, run.hosts),
+        nodes=len(run.hosts),
+        hosts=run.hosts,
+        task_hosts=task_hosts,
+        target=target,
     )
     if rc != 0 and Verdict.of(judgement.result) is Verdict.PASS:
         result = with_figures(judgement.result, rc=rc)
