@@ -268,7 +268,10 @@ def kind(path: str) -> str:
         return "xml"
     if path == "pxe/dnsmasq.conf":
         return "dnsmasq"
-    if path in ("hosts", "health/health.conf", "slurm/plugstack.conf") or path.startswith("slurm/plugstack.conf.d/"):
+    if (
+        path in ("hosts", "health/health.conf", "slurm/plugstack.conf")
+        or path.startswith(("slurm/plugstack.conf.d/", "enroot/mounts.d/"))
+    ):
         return "fields"
     if path.startswith("pxe/tftp/"):
         return "boot"
@@ -318,6 +321,7 @@ _NAMED_PATHS = (
     re.compile(r"storage/lnet/[^/]+(\.conf)"),
     re.compile(r"storage/units/[^/]+/[^/]+(\.mount)"),
     re.compile(r"burst/policy-[^/]+(\.json)"),
+    re.compile(r"enroot/mounts\.d/[^/]+(\.fstab)"),
 )
 
 
