@@ -283,6 +283,15 @@ def _groups(
         placement = gpu_compute and not (isinstance(provider, AwsProvider) and provider.capacity_block)
         if isinstance(provider, GcpProvider) and provider.placement_policy == "none":
             placement = False
+        # The vendor's reference does without compact placement for some types (A3 Ultra): an
+        # explicit `placement_policy: compact` still asks for it.
+        if (
+            isinstance(provider, GcpProvider)
+            and itype is not None
+            and not itype.compact_placement
+            and "placement_policy" not in provider.model_fields_set
+        ):
+            placement = False
         reserved = gpu_compute and bool(
             (isinstance(provider, AwsProvider) and provider.capacity_reservation_id)
             or (isinstance(provider, GcpProvider) and provider.reservation)
@@ -309,6 +318,8 @@ def _groups(
                 else None,
                 placement=placement,
                 capacity_reservation=reserved,
+                # The vendor's image for the type, unless the spec names one (provider.image).
+                os_image=(itype.vendor_images.get(spec.os) if itype and provider.image is None else None),
                 scale_set=f"{spec.name}-{group.group}" if isinstance(provider, AzureProvider) and gpu_compute else None,
             )
         )

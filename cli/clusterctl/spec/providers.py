@@ -341,7 +341,7 @@ class GcpProvider(CloudProviderBase):
     gpudirect_plugin: VersionStr | None = Field(
         None,
         description=(
-            'GPUDirect-TCPX/TCPXO NCCL plugin release (nccl-plugin-gpudirecttcpx-dev tag, e.g. "1.0.15"). '
+            'GPUDirect-TCPX/TCPXO NCCL plugin release (nccl-plugin-gpudirecttcpx-dev tag, e.g. "1.0.17"). '
             "Default: the newest in clusterctl's catalog for the machine type's fabric."
         ),
     )

@@ -141,7 +141,8 @@ def test_a_burst_cidr_overlapping_the_onprem_network_is_refused_at_its_line(tmp_
     assert hit.level is Level.ERROR
     assert "overlaps the on-prem management network 10.20.0.0/16" in hit.message
     assert hit.dotted_path == "nodes[3].burst.provider.cidr"
-    assert hit.file and hit.line > 0
+    assert hit.file
+    assert hit.line > 0
 
 
 def test_a_cloud_burst_group_without_a_network_of_its_own_is_refused(tmp_path: Path) -> None:
