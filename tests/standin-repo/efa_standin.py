@@ -394,20 +394,21 @@ def ofi_nccl_source_archive(b: Any, dest: Path, version: str) -> Path:
 # GDRCopy's packages/build-deb-packages.sh: the same four packages ParallelCluster installs, named
 # <name>_<version>-1_<arch>.<Distro><Ver>[+cuda<x.y>].deb as the real script names them, built on the
 # node with dpkg-deb from harmless contents (gdrdrv.service runs /bin/true; no kernel module).
-GDRCOPY_BUILD_SH = """#!/bin/bash
+GDRCOPY_BUILD_SH = r"""#!/bin/bash
 # clusterctl test stand-in for GDRCopy {version}'s packages/build-deb-packages.sh.
 set -euo pipefail
 [ -n "${{CUDA:-}}" ] || {{ echo "CUDA is not set" >&2; exit 1; }}
 . /etc/os-release
 platform="${{ID^}}${{VERSION_ID//./_}}"
 arch=$(dpkg --print-architecture)
-build() {{  # name suffix [file content...]
+build() {{  # name suffix [path content]...
     local name=$1 suffix=$2 dir
     shift 2
     dir=$(mktemp -d)
+    chmod 0755 "$dir"
     mkdir -p "$dir/DEBIAN"
-    printf 'Package: %s\nVersion: {version}-1\nArchitecture: %s\nMaintainer: stand-in\nDescription: clusterctl test stand-in\n' \
-        "$name" "$arch" > "$dir/DEBIAN/control"
+    printf 'Package: %s\nVersion: {version}-1\nArchitecture: %s\n' "$name" "$arch" > "$dir/DEBIAN/control"
+    printf 'Maintainer: stand-in\nDescription: clusterctl test stand-in\n' >> "$dir/DEBIAN/control"
     while [ $# -gt 0 ]; do
         mkdir -p "$dir/$(dirname "$1")"
         printf '%s\n' "$2" > "$dir/$1"
@@ -416,12 +417,12 @@ build() {{  # name suffix [file content...]
     dpkg-deb --root-owner-group --build "$dir" "${{name}}_{version}-1_${{arch}}.${{platform}}${{suffix}}.deb" >/dev/null
     rm -rf "$dir"
 }}
-build gdrdrv-dkms "" lib/systemd/system/gdrdrv.service \
-    "$(printf '[Unit]\nDescription=GDRCopy gdrdrv (stand-in)\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target')" \
-    usr/src/gdrdrv-{version}/dkms.conf 'PACKAGE_NAME=gdrdrv'
-build libgdrapi "" usr/lib/x86_64-linux-gnu/libgdrapi.so.2.4 "stand-in"
+unit=$(printf '[Unit]\nDescription=GDRCopy gdrdrv (stand-in)\n[Service]\nType=oneshot\nRemainAfterExit=yes\n')
+unit+=$(printf '\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target')
+build gdrdrv-dkms "" lib/systemd/system/gdrdrv.service "$unit" usr/src/gdrdrv-{version}/dkms.conf PACKAGE_NAME=gdrdrv
+build libgdrapi "" usr/lib/x86_64-linux-gnu/libgdrapi.so.{version} stand-in
 build gdrcopy-tests "+cuda12.8" usr/bin/copybw '#!/bin/sh'
-build gdrcopy "" usr/share/doc/gdrcopy/README "stand-in"
+build gdrcopy "" usr/share/doc/gdrcopy/README stand-in
 """
 
 
