@@ -74,7 +74,7 @@ def test_plan_render_schema_rules_print_the_envelope(tmp_path: Path) -> None:
     plan = _conforms(out, "plan")
     assert (code, plan["ok"], plan["nodes"]["total"]) == (0, True, 11)
     burst = {a["hostname"]: a["address"] for a in plan["addresses"] if a["burst"]}
-    assert burst == {f"gpu-b00{i}": f"10.20.0.{16 + i}" for i in range(1, 5)}  # as aws-burst.yaml says
+    assert burst == {f"gpu-b00{i}": f"10.60.0.{3 + i}" for i in range(1, 5)}  # as aws-burst.yaml says
 
     code, out, _ = invoke("render", LOCAL, "--out", str(tmp_path / "b"), "-o", "json")
     render = _conforms(out, "render")

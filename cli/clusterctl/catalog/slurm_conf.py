@@ -249,6 +249,7 @@ OWNED: frozenset[str] = frozenset(
         "AccountingStoragePort",
         "AccountingStorageTRES",
         "AccountingStorageType",
+        "AuthInfo",
         "AuthType",
         "BatchStartTimeout",
         "ClusterName",

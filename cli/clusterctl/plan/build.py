@@ -57,6 +57,7 @@ def _versions(spec: Spec, nccl: list[NcclProfile]) -> dict[str, str]:
     for stack in (p.efa for p in nccl if p.efa is not None):
         versions["efa_installer"] = stack.installer
         versions["aws_ofi_nccl"] = stack.aws_ofi_nccl
+        versions["gdrcopy"] = stack.gdrcopy
     versions.update(gcp_versions(spec))
     return versions
 
@@ -83,6 +84,7 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
         cuda_repo=spec.mirrors.cuda_repo,
         cuda_repo_key=spec.mirrors.cuda_repo_key,
         cuda_repo_key_sha256=spec.mirrors.cuda_repo_key_sha256,
+        container_check_image=spec.acceptance.container_image if spec.container_runtime == "enroot" else None,
     )
 
 

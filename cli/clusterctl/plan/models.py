@@ -81,6 +81,10 @@ class NodeGroupPlan(PlanModel):
     hosts: str = Field(description="hostlist of every node in the group")
     active_hosts: str = Field(description="hostlist of the nodes in service (neither spares nor replaced)")
     burst: bool = False
+    provider: str | None = Field(None, description="where the nodes run: a burst group's provider, else the cluster's")
+    fabric: str | None = Field(
+        None, description="compute groups: the fabric their NCCL uses (a cloud GPU type's own, else fabric.kind)"
+    )
 
 
 class LeafPlan(PlanModel):
@@ -264,6 +268,7 @@ class SlurmPlan(PlanModel):
     message_timeout_s: int | None = None
     batch_start_timeout_s: int | None = None
     prolog_epilog_timeout_s: int | None = None
+    cred_expire_s: int | None = Field(None, description="AuthInfo=cred_expire (seconds), with the long prologs")
     timeouts_source: str | None = Field(None, description="vendor file the long-prolog timeouts come from")
     state_save_location: str = Field("/var/spool/slurmctld", description="slurmctld's StateSaveLocation")
     state_save_tier: str | None = Field(None, description="storage tier holding StateSaveLocation (mounted first)")
@@ -378,6 +383,7 @@ class NcclVendorSlurm(PlanModel):
     message_timeout_s: int | None = None
     batch_start_timeout_s: int | None = None
     prolog_epilog_timeout_s: int | None = None
+    cred_expire_s: int | None = Field(None, description="AuthInfo=cred_expire: step credentials outlive the prolog")
     partition_source: str = Field(description="vendor file of the partition settings")
     timeouts_source: str | None = Field(None, description="vendor file of the timeouts")
 
@@ -394,7 +400,29 @@ class EfaStack(PlanModel):
     ofi_nccl_checksum: str | None = None
     ofi_nccl_libdir: str = Field(description="where the plugin's libraries are on the node")
     ofi_nccl_files: list[str] = Field(default_factory=list, description="the plugin's library names")
+    gdrcopy: str = Field("", description="NVIDIA GDRCopy release roles/efa builds (ParallelCluster's); empty: none")
+    gdrcopy_checksum: str = Field("", description="'sha256:<hex>' of its release archive")
     sources: list[str] = Field(default_factory=list)
+
+
+class ContainerMount(PlanModel):
+    """A host path every container on the profile's nodes gets, read-only at the same path (enroot mounts.d)."""
+
+    path: str
+    kind: Literal["dir", "file"] = Field(description="what enroot creates in the container to mount on (x-create)")
+    writable: bool = Field(False, description="mounted read-write (devices a plugin maps), else read-only")
+    recursive: bool = Field(False, description="with the mounts below it (rbind): a directory of bind mounts")
+    why: str
+    source: str | None = Field(None, description="vendor file (owner/repo:path@commit:line) that mounts it")
+
+
+class DocaPlan(PlanModel):
+    """NVIDIA DOCA-OFED from its host repository package (roles/rdma)."""
+
+    version: str
+    url: str
+    checksum: str = Field(description="'sha256:<hex>' of the repository package")
+    source: str
 
 
 class NcclProfile(PlanModel):
@@ -422,7 +450,18 @@ class NcclProfile(PlanModel):
     job_daemon: NcclJobDaemon | None = None
     slurm: NcclVendorSlurm | None = Field(None, description="Slurm settings the vendor's reference cluster uses")
     efa: EfaStack | None = Field(None, description="EFA installer and aws-ofi-nccl (AWS EFA profiles)")
+    doca: DocaPlan | None = Field(None, description="DOCA-OFED the nodes get (Azure ND, as Azure's HPC image)")
+    gpudirect: Literal["peermem", "dmabuf"] | None = Field(
+        None, description="GPUDirect RDMA path the vendor's image takes (None: each node decides, roles/nvidia_driver)"
+    )
     sources: list[str] = Field(default_factory=list, description="where the settings come from")
+    container_mounts: list[ContainerMount] = Field(
+        default_factory=list, description="what every pyxis/enroot container gets from the host for NCCL"
+    )
+    container_storage: str | None = Field(
+        None, description="where enroot keeps its per-user data on these nodes (a local SSD array), if not the default"
+    )
+    container_storage_source: str | None = Field(None, description="vendor file that puts enroot's data there")
 
 
 class PowerPlan(PlanModel):
@@ -495,6 +534,9 @@ class ClusterInfo(PlanModel):
     cuda_repo: Url | None = Field(None, description="a mirror of NVIDIA's CUDA repository (None: NVIDIA's own)")
     cuda_repo_key: Url | None = Field(None, description="the mirror's signing key (None: the repository's key file)")
     cuda_repo_key_sha256: str | None = Field(None, description="the key file's sha256 (sha256:<hex>), checked")
+    container_check_image: str | None = Field(
+        None, description="image verify's container transport check starts through pyxis (None: no such check)"
+    )
 
     @model_validator(mode="after")
     def _provider_is_its_config_s(self) -> ClusterInfo:
@@ -573,6 +615,9 @@ class CloudInstanceGroupPlan(PlanModel):
     placement: bool = Field(False, description="joins the cluster placement group / compact policy / scale set")
     capacity_reservation: bool = Field(False, description="launches into the provider's capacity reservation")
     scale_set: str | None = Field(None, description="Azure: the scale set (single placement group) of the group")
+    os_image: str | None = Field(
+        None, description="the vendor's boot image for the machine type (A3 Ultra: Ubuntu's accelerator image)"
+    )
     image: str | None = Field(
         None, description="the baked image of the group's hardware profile (clusterctl.lock); None: the OS image"
     )
@@ -616,6 +661,10 @@ class CloudPlan(PlanModel):
     ssh_user: str
     root_volume_gib: int
     network_cidr: str
+    peer_cidrs: list[str] = Field(
+        default_factory=list,
+        description="networks outside network_cidr the nodes admit: a burst group's on-prem management network",
+    )
     existing_network: str | None = Field(None, description="VPC id / network name to use instead of creating one")
     subnets: list[CloudSubnetPlan]
     gpu_networks: list[CloudSubnetPlan] = Field(default_factory=list, description="GCP: one VPC per GPU NIC")

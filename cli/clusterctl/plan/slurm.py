@@ -229,6 +229,7 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
         message_timeout_s=_largest([v.message_timeout_s for v in vendor.values()]),
         batch_start_timeout_s=_largest([v.batch_start_timeout_s for v in vendor.values()]),
         prolog_epilog_timeout_s=_largest([v.prolog_epilog_timeout_s for v in vendor.values()]),
+        cred_expire_s=_largest([v.cred_expire_s for v in vendor.values()]),
         timeouts_source="; ".join(timeouts_sources) or None,
         **_state_save(spec),
         site_params=[

@@ -405,6 +405,20 @@ def word(value: Any, forbid: str = "") -> Escaped:
     return Escaped(text)
 
 
+def enroot_path(value: Any) -> Escaped:
+    """A path field of an enroot fstab: absolute and normalized, one word, nothing enroot substitutes.
+
+    enroot replaces ``${VAR}`` with the host's environment in its fstab files
+    (NVIDIA/enroot:doc/image-format.md), so ``$`` and ``\\`` are refused with whitespace and ``#``.
+    """
+    fmt = "enroot fstab path"
+    text = _no_control(_text(value, fmt), fmt)
+    parts = text.split("/")[1:]
+    if not text.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise RenderError(fmt, text, "a mount path must be absolute and normalized (no '//', '.', '..')")
+    return word(text, "$\\")
+
+
 def file_name(value: Any) -> Escaped:
     """One path component: a file named by a plan value stays in its folder."""
     fmt = "file name"
@@ -451,6 +465,7 @@ FILTERS = {
     "bootarg": bootarg,
     "dns_name": dns_name,
     "word": word,
+    "enroot_path": enroot_path,
     "file_name": file_name,
     "xml_attr": xml_attr,
 }

@@ -70,6 +70,7 @@ class HealthNode:
         hcas: Rail HCAs (PCI addresses or RDMA device names, as the spec names them) whose ports
             must be ACTIVE; the script finds each one's device in the node's sysfs.
         mounts: Mount points that must be mounted.
+        efa: EFA devices an AWS EFA node must have (0: not an EFA node).
     """
 
     host: str
@@ -77,6 +78,7 @@ class HealthNode:
     gpu_check: str
     hcas: tuple[str, ...]
     mounts: tuple[str, ...]
+    efa: int = 0
 
 
 def _gpu_check(node: PlanNode) -> str:
@@ -100,6 +102,12 @@ def health_nodes(plan: Plan) -> list[HealthNode]:
         for host in hosts:
             mounts_of.setdefault(host, []).append(tier.mount)
     ib = plan.fabric.kind in _IB_FABRICS
+    # The EFA devices of each AWS EFA node's instance type (the cluster's groups and burst groups).
+    efa: dict[str, int] = {}
+    for cloud in [plan.cloud, *plan.burst_cloud.values()]:
+        for group in cloud.groups if cloud is not None else []:
+            if group.fabric == "efa":
+                efa.update(dict.fromkeys(group.hosts, group.efa_interfaces))
     return [
         HealthNode(
             host=node.hostname,
@@ -107,6 +115,7 @@ def health_nodes(plan: Plan) -> list[HealthNode]:
             gpu_check=_gpu_check(node),
             hcas=tuple(node.rails) if ib and not node.emulated else (),
             mounts=tuple(mounts_of.get(node.hostname, [])),
+            efa=0 if node.emulated else efa.get(node.hostname, 0),
         )
         for node in plan.nodes
         if node.role == "compute"

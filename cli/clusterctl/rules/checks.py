@@ -25,6 +25,7 @@ from clusterctl.catalog.compat import (
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.catalog.slurm_conf import PARAMETERS as SLURM_PARAMETERS
 from clusterctl.catalog.slurm_conf import UINT_MAX
+from clusterctl.plan.cloud import is_cloud
 from clusterctl.plan.nodes import FIRST_HOST_OFFSET
 from clusterctl.plan.sizing import STATE_BYTES_PER_PARAM
 from clusterctl.rules.engine import RuleContext, rule
@@ -87,7 +88,12 @@ def one_default_partition(ctx: RuleContext) -> Iterator[Finding]:
 def cidr_fits(ctx: RuleContext) -> Iterator[Finding]:
     """Every node gets an address in the management network."""
     net = ctx.spec.network.management_cidr
-    nodes = sum(g.count for g in ctx.spec.nodes)
+    # Cloud burst groups with a network of their own take their addresses there (rule BUR004).
+    nodes = sum(
+        g.count
+        for g in ctx.spec.nodes
+        if g.burst is None or not is_cloud(g.burst.provider) or g.burst.provider.cidr is None
+    )
     usable = net.num_addresses - FIRST_HOST_OFFSET - 1
     if nodes > usable:
         need = 32 - math.ceil(math.log2(nodes + FIRST_HOST_OFFSET + 1))
@@ -104,7 +110,12 @@ def rails_match_gpus(ctx: RuleContext) -> Iterator[Finding]:
     """On a rail-optimized fabric every GPU has its rail HCA."""
     if ctx.spec.fabric.layout != "rail-optimized" or ctx.spec.fabric.kind not in ("infiniband", "roce"):
         return
-    compute = {g.hardware for g in ctx.spec.nodes if g.role == "compute"}
+    # A cloud burst group's profile is on its instance type's fabric (EFA for p5), not this one.
+    compute = {
+        g.hardware
+        for g in ctx.spec.nodes
+        if g.role == "compute" and (g.burst is None or not is_cloud(g.burst.provider))
+    }
     for name, profile in ctx.spec.hardware.items():
         if name in compute and profile.gpus and len(profile.rails) != profile.gpus.count:
             yield rails_match_gpus.finding(

@@ -34,6 +34,7 @@ from clusterctl.spec.types import (
     HostLabel,
     Hostname,
     HostnamePattern,
+    ImageReference,
     InstanceType,
     IPv4AddressValue,
     IPv4NetworkValue,
@@ -55,6 +56,11 @@ from clusterctl.spec.types import (
     VersionStr,
     show,
 )
+
+# The stock image of verify's container transport check: NVIDIA's PyTorch container, the one the
+# Cluster Toolkit's A3 Ultra NCCL test runs (GoogleCloudPlatform/cluster-toolkit:examples/
+# machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh@1047080 line 26).
+DEFAULT_CONTAINER_CHECK_IMAGE = "nvcr.io/nvidia/pytorch:24.09-py3"
 
 # Caps on node counts: far above any cluster built today (100k GPUs is 12,500 nodes of eight),
 # low enough that a typo or a hostile spec cannot make the plan allocate millions of nodes.
@@ -286,6 +292,16 @@ class BurstSpec(StrictModel):
     suspend_after: DurationValue = Field(
         default_factory=lambda: Duration(15, "m"),
         description="Idle time before a burst node is released.",
+    )
+    mounts: list[DnsLabel] | None = Field(
+        None,
+        max_length=64,
+        description=(
+            "Storage tiers (their `name`) the burst nodes mount; `[]` for none. Only tiers the group can reach: "
+            "NFS and Lustre over TCP through the routed network, never Lustre over RDMA (o2ib) or WEKA, whose "
+            "storage NICs a burst node does not have. Left out, burst nodes mount nothing and validate says so."
+        ),
+        examples=[["home"], []],
     )
 
 
@@ -585,6 +601,15 @@ class Acceptance(StrictModel):
     nccl_inter_busbw_gbps: float | None = Field(None, gt=0, le=1e5, description="Multi-node ring all_reduce busbw.")
     dcgm_diag_level: Literal[1, 2, 3, 4] | None = Field(None, description="dcgmi diag -r level.")
     nccl_min_bytes: PositiveInt | None = Field(None, description="Smallest message size judged.")
+    container_image: ImageReference | None = Field(
+        DEFAULT_CONTAINER_CHECK_IMAGE,
+        description=(
+            "Image verify starts through pyxis (srun --container-image) on every node pair to check that NCCL in a "
+            "container uses the fabric as on the host: a stock image with PyTorch, whose NCCL runs a small "
+            "all_reduce. null: no container check. Only with container_runtime enroot."
+        ),
+        examples=[DEFAULT_CONTAINER_CHECK_IMAGE, "registry.example.com/nvidia/pytorch:24.09-py3"],
+    )
 
 
 # --- the spec ---------------------------------------------------------------------------------

@@ -121,18 +121,18 @@ def test_resume_adds_to_the_active_set_and_returns_the_hosts(fake, plan: Plan, d
     assert fake.ups == [["gpu-b001", "gpu-b002"]]
     assert active(dirs) == ["gpu-b001", "gpu-b002"]
     assert [(h.hostname, h.address, h.user) for h in hosts] == [
-        ("gpu-b001", "10.20.0.17", "ubuntu"),
-        ("gpu-b002", "10.20.0.18", "ubuntu"),
+        ("gpu-b001", "10.60.0.4", "ubuntu"),
+        ("gpu-b002", "10.60.0.5", "ubuntu"),
     ]
     assert all(h.host_key and h.host_key.startswith("ssh-ed25519 ") for h in hosts)
     entries = inventory_hosts(dirs)
     assert entries is not None
     assert sorted(entries) == ["gpu-b001", "gpu-b002"]
-    assert entries["gpu-b001"]["ansible_host"] == "10.20.0.17"
+    assert entries["gpu-b001"]["ansible_host"] == "10.60.0.4"
     assert entries["gpu-b001"]["ansible_user"] == "ubuntu"
     assert "StrictHostKeyChecking=yes" in entries["gpu-b001"]["ansible_ssh_common_args"]
     known = (dirs[1] / "burst" / "cloud" / f"{GROUP}.known_hosts").read_text()
-    assert "10.20.0.17,gpu-b001 ssh-ed25519 " in known
+    assert "10.60.0.4,gpu-b001 ssh-ed25519 " in known
 
 
 def test_resume_is_idempotent(fake, plan: Plan, dirs) -> None:

@@ -145,6 +145,7 @@ def test_the_inventory_hands_the_role_its_releases_and_checksums() -> None:
         "ofi_nccl_checksum": "",
         "ofi_nccl_libdir": MULTIARCH,
         "ofi_nccl_files": ["libnccl-net.so", "libnccl-ofi-tuner.so"],
+        "gdrcopy_checksum": efa.GDRCOPY_CHECKSUM,
     }
     assert gv["clusterctl_nccl_fabrics"] == {"p5": "efa"}
 

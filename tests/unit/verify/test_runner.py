@@ -201,8 +201,10 @@ def test_every_pair_used_the_fabric_s_transport(run: tuple[Plan, ReplayExecutor,
     _plan, _executor, report = run
 
     transport = [o for o in report.findings if o.rule == "transport"]
-    # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs.
-    assert len(transport) == 31
+    # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs, each
+    # on the host and in a container of the stock image (pyxis).
+    assert len(transport) == 62
+    assert sorted({o.code for o in transport}) == ["nccl.transport", "nccl.transport.container"]
     assert {Verdict.of(o) for o in transport} == {Verdict.PASS}
     assert not {"gpu010", "gpu020"} & {h for o in transport for h in hosts_of(o)}
 
