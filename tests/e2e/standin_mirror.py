@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -45,13 +47,22 @@ class Mirror:
 
 
 def docker_host_address() -> str:
-    """The host's address on Docker's default bridge: every container reaches the host there."""
-    return subprocess.run(
-        ["docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    """The host's address on Docker's default bridge: every container reaches the host there.
+
+    The bridge's gateway, or the first address of its subnet when the engine does not list the
+    gateway (a dockerd restarted without --bip leaves it out of `network inspect`).
+    """
+    config = json.loads(
+        subprocess.run(
+            ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
