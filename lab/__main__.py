@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from clusterctl.app import Env
+from clusterctl.environ import Env
 from clusterctl.image.baremetal import IMAGES, with_archives
 from clusterctl.image.lock import read_lock
 from clusterctl.pipeline import render

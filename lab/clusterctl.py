@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from clusterctl.app import Env
 from clusterctl.commands import cli
+from clusterctl.environ import Env
 from clusterctl.run.providers.baremetal import drive_stack_with
 from clusterctl.run.state import DEFAULT_ROOT
 from clusterctl.spec.findings import SpecError

@@ -2,7 +2,8 @@
 # The checks that need a real GPU node, run on one (a lent GPU machine, or any node of a cluster):
 # the single-node judgements of `clusterctl verify` on this machine's own outputs, through
 # `clusterctl check-output` (the same parsers and thresholds verify uses), and the NCCL transport
-# parser on a real NCCL_DEBUG=INFO log when nccl-tests are installed.
+# parser on a real NCCL_DEBUG=INFO log when nccl-tests are installed, and again inside a stock image
+# started through pyxis (CLUSTERCTL_CONTAINER_IMAGE, default NVIDIA's PyTorch) where srun has pyxis.
 #
 #   scripts/gpu-checks.sh [OUT_DIR]        # outputs and verdicts under OUT_DIR [gpu-checks/]
 #
@@ -25,11 +26,11 @@ command -v nvidia-smi >/dev/null || { echo "gpu-checks: nvidia-smi not found: no
 worst=0
 note() { printf '%-18s %s\n' "$1" "$2"; }
 judge() {
-  local kind="$1" file="$2" rc
+  local kind="$1" file="$2" rc label="${LABEL:-$1}"
   shift 2
-  "$CLUSTERCTL" check-output "$kind" "$file" "$@" >"$OUT/$kind.verdict.txt" 2>&1
+  "$CLUSTERCTL" check-output "$kind" "$file" "$@" >"$OUT/$label.verdict.txt" 2>&1
   rc=$?
-  note "$kind" "$(head -n 1 "$OUT/$kind.verdict.txt") (exit $rc; $OUT/$kind.verdict.txt)"
+  note "$label" "$(head -n 1 "$OUT/$label.verdict.txt") (exit $rc; $OUT/$label.verdict.txt)"
   [ "$rc" -gt "$worst" ] && worst=$rc
 }
 
@@ -63,6 +64,22 @@ if [ -x "$PERF" ]; then
   judge nccl-debug "$OUT/nccl-tests.txt" ${CLUSTERCTL_FABRIC:+--fabric "$CLUSTERCTL_FABRIC"}
 else
   note nccl-tests "skipped: $PERF not found (roles/nccl builds it; NCCL_TESTS_BIN names another)"
+fi
+
+# The same inside a stock image started through pyxis, the way training jobs run: the node's enroot
+# mounts and hook (roles/container_runtime) must bring the fabric's plugin, /etc/nccl.conf and the
+# vendor's NCCL environment into the container. A small torch.distributed all_reduce with the image's
+# own NCCL, one rank per GPU, judged like the host's log.
+IMAGE="${CLUSTERCTL_CONTAINER_IMAGE:-nvcr.io#nvidia/pytorch:24.09-py3}"
+if command -v srun >/dev/null && srun --help 2>&1 | grep -q -- '--container-image'; then
+  gpus="$(wc -l <"$OUT/gpus.csv")"
+  job="$(python3 -c "import sys; sys.path.insert(0, '$ROOT/cli'); from clusterctl.verify.transport import TORCH_ALL_REDUCE; print(TORCH_ALL_REDUCE)")"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+    srun --nodes=1 --ntasks="$gpus" --gpus-per-node="$gpus" --label --export=ALL --container-image="$IMAGE" \
+    python3 -c "$job" >"$OUT/nccl-debug-container.txt" 2>&1
+  LABEL=nccl-debug-container judge nccl-debug "$OUT/nccl-debug-container.txt" ${CLUSTERCTL_FABRIC:+--fabric "$CLUSTERCTL_FABRIC"}
+else
+  note nccl-debug-container "skipped: no srun with pyxis (--container-image) here"
 fi
 
 exit "$worst"

@@ -12,6 +12,7 @@ from typing import Any
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
+from clusterctl.slurm import commands as slurm_commands
 from clusterctl.spec.providers import BaremetalProvider
 from tests.specs import example_data, group, write_spec
 
@@ -227,3 +228,26 @@ def nccl_debug_run(hosts: tuple[str, ...], gpus: int = 8, *, sockets: tuple[str,
             peer = (task + gpus) % (len(hosts) * gpus)
             lines.append(prefix + f"Channel 00/0 : {task}[{dev}] -> {peer}[{dev}] [send] via {via}")
     return "\n".join(lines) + "\n"
+
+
+# The command lines clusterctl.slurm sends through an executor, as a replaying executor sees them.
+NODES_COMMAND = slurm_commands.shell(slurm_commands.show_nodes())
+PARTITIONS_COMMAND = slurm_commands.shell(slurm_commands.show_partitions())
+
+
+def resume_command(host: str) -> str:
+    """``scontrol update nodename=HOST state=resume`` as the executor gets it."""
+    return slurm_commands.shell(slurm_commands.resume(host))
+
+
+def drain_command(host: str, reason: str) -> str:
+    """``scontrol update nodename=HOST state=drain reason=...`` as the executor gets it."""
+    return slurm_commands.shell(slurm_commands.drain(host, reason))
+
+
+def jobs_command(nodes: tuple[str, ...] | list[str] = ()) -> str:
+    """``squeue`` for the jobs holding nodes, as the executor gets it."""
+    return slurm_commands.shell(slurm_commands.jobs(nodes))
+
+
+JOBS_COMMAND = jobs_command()

@@ -41,3 +41,13 @@ def collections_dir() -> Path:
 def stacks_dir() -> Path:
     """The Pulumi programs."""
     return data_root() / "stacks"
+
+
+def owner_name(uid: int) -> str:
+    """``uid 1000 (alice)``: who owns a file, for a message that says why clusterctl refuses it."""
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"

@@ -14,7 +14,8 @@ from clusterctl.plan.service import read_swaps
 from clusterctl.render import RenderedFile, render_files, write_tree
 from clusterctl.render.check import finding as render_finding
 from clusterctl.render.escape import RenderError
-from clusterctl.rules import validate
+from clusterctl.render.tree import do_not_edit
+from clusterctl.rules import not_run, validate
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
 
@@ -53,7 +54,7 @@ def load_and_validate(
     swaps = read_swaps(StateDir(state_root, loaded.spec.name).read().get(SWAPS_KEY)) if state_root else []
     findings, plan = validate(loaded, skip, swaps)
     if plan is None or fails(findings, strict):
-        raise SpecError(findings)
+        raise SpecError(findings, not_run(findings))
     try:
         files = render_files(plan)
     except RenderError as exc:
@@ -69,5 +70,7 @@ def default_build_dir(plan: Plan) -> Path:
 def render(validated: Validated, out_dir: Path | None = None) -> tuple[Path, list[str]]:
     """Render the build directory; returns it and the files that changed."""
     target = out_dir or default_build_dir(validated.plan)
-    changed = write_tree(validated.files or render_files(validated.plan), target)
+    marker = do_not_edit(validated.plan, target)
+    files = [marker if f.path == marker.path else f for f in validated.files or render_files(validated.plan)]
+    changed = write_tree(files, target)
     return target, changed

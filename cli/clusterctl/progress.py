@@ -1,4 +1,4 @@
-"""Three views of the event stream: a live per-phase/per-host table, plain lines, JSON lines."""
+"""Views of the event stream: a live per-phase/per-host table, plain lines, errors only (-q), JSON lines."""
 
 from __future__ import annotations
 
@@ -73,6 +73,24 @@ class PlainView:
             self.console.print(f"{stamp} [{event.phase or 'info'}] {event.message}", markup=False)
 
 
+class QuietView:
+    """Errors only (``-q``): failed and unreachable hosts, and error messages."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, event: Event) -> None:
+        """Print ``event`` if it is an error."""
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
+        if event.kind == "host" and event.status in ("failed", "unreachable"):
+            where = f" in task '{event.task}'" if event.task else ""
+            self.console.print(
+                f"{stamp} [{event.phase}] {event.host}: {event.status.upper()}{where}: {event.message}", markup=False
+            )
+        elif event.kind in ("message", "phase_end") and event.status in ("error", "failed"):
+            self.console.print(f"{stamp} [{event.phase or 'error'}] {event.message}".rstrip(), markup=False)
+
+
 class LiveView:
     """A live table on a terminal: one row per host with its phase, last task and counts."""
 
@@ -133,6 +151,9 @@ def attach(bus: EventBus, console: Console, mode: str) -> LiveView | None:
     """Subscribe the right view; returns the live view (a context manager) when one is used."""
     if mode == "json":
         bus.subscribe(JsonView())
+        return None
+    if mode == "quiet":
+        bus.subscribe(QuietView(console))
         return None
     if mode == "live":
         view = LiveView(console)

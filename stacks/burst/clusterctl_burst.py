@@ -216,12 +216,16 @@ class AwsBurstBase(BurstBase):
         # The cluster stack's group admits only itself; burst nodes are also talked to by the
         # controller and login nodes elsewhere on the management network (slurmctld -> slurmd,
         # srun), which on a hybrid cluster are on-prem behind the VPN.
-        management = {
-            "ip_protocol": "-1",
-            "cidr_ipv4": ssh_sources(cloud, [cloud.network_cidr], f"{name}-from-cluster")[0],
-        }
+        # The group's own network is cloud.network_cidr (the cluster stack's group rule admits it);
+        # the on-prem management network is a peer across the routed link.
         why = "all traffic from the cluster's management network (slurmctld, srun, SSH from the controller)"
-        mod.rule("in", f"{name}-from-cluster", cloud, network.cluster_sg_id, why, management, child)
+        for i, cidr in enumerate(cloud.peer_cidrs or [cloud.network_cidr]):
+            suffix = "" if i == 0 else f"-{i}"
+            management = {
+                "ip_protocol": "-1",
+                "cidr_ipv4": ssh_sources(cloud, [cidr], f"{name}-from-cluster{suffix}")[0],
+            }
+            mod.rule("in", f"{name}-from-cluster{suffix}", cloud, network.cluster_sg_id, why, management, child)
         placement = mod.placement_group(name, cloud, child, tag_name=cloud.cluster)
         full = cloud.group(args.group)
         templates: dict[str, str] = {}

@@ -184,13 +184,20 @@ def machine_user_data(
 
 
 def group_image(cloud: CloudPlan, group: CloudInstanceGroupPlan) -> str:
-    """The image a group's nodes boot: its hardware profile's baked image, else the OS image.
+    """The image a group's nodes boot: its hardware profile's baked image, else its base image.
 
     ``group.image`` is set from clusterctl.lock (``clusterctl image build`` captured it from the
     install stage of the roles; `up` then runs only the configure stage on these nodes);
-    ``cloud.image`` is the spec's OS on the cloud's vendor image, the base every image is built from.
+    the base is the vendor's image for the machine type where its reference has one
+    (``group.os_image``: A3 Ultra boots Ubuntu's accelerator image), else ``cloud.image``, the
+    spec's OS on the cloud's vendor image.
     """
-    return group.image or cloud.image
+    return group.image or group.os_image or cloud.image
+
+
+def base_image(cloud: CloudPlan, profile: str) -> str:
+    """The image a hardware profile's nodes are built from (its baked image starts from it)."""
+    return next((g.os_image for g in cloud.groups if g.hardware == profile and g.os_image), cloud.image)
 
 
 def labels(plan: Plan) -> dict[str, str]:

@@ -215,7 +215,14 @@ class GcpNetwork(common.CloudNetwork):
             self._host_network(name, cloud, child)
         inside = "everything inside the cluster network (Slurm, NFS, Lustre, SSH from the bastion)"
         ingress_firewall(
-            f"{name}-internal", f"{prefix}-internal", cloud, self.network_id, [cloud.network_cidr], inside, child
+            f"{name}-internal",
+            f"{prefix}-internal",
+            cloud,
+            self.network_id,
+            # A burst group's peers: the on-prem management network across the routed link.
+            [cloud.network_cidr, *cloud.peer_cidrs],
+            inside,
+            child,
         )
         if cloud.bastion is not None:
             ingress_firewall(

@@ -59,6 +59,7 @@ from clusterctl_stack import (
     OUT_SSH_USER,
     HostKey,
     StackInputs,
+    base_image,
     cloud_module,
     machine_user_data,
     ssh_sources,
@@ -397,7 +398,9 @@ class GcpImage(_Image):
             hostname=fqdn,
             machine_type=BUILDER_TYPES["gcp"],
             zone=cloud.zone,
-            boot_disk=mod.boot_disk(cloud.image, labels, cloud.root_volume_gib, "pd-ssd", auto_delete=True),
+            boot_disk=mod.boot_disk(
+                base_image(cloud, args.selection.profile), labels, cloud.root_volume_gib, "pd-ssd", auto_delete=True
+            ),
             network_interfaces=[mod.public_interface(subnet.id, "GVNIC")],
             # Stopped for the capture: the provider stops the VM before the image reads its disk.
             desired_status="TERMINATED" if args.selection.phase == PHASE_CAPTURE else "RUNNING",

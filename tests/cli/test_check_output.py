@@ -234,7 +234,7 @@ def test_nccl_debug_wrong_provider_fails_the_p5_spec() -> None:
     assert data["expected"] == {
         "fabric": "efa",
         "transport": "the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider",
-        "source": f"spec {AWS_P5}, hardware p5 (instance type p5.48xlarge)",
+        "source": f"spec {AWS_P5}, GPU node group gpu: fabric efa",
     }
 
 
@@ -247,7 +247,7 @@ def test_nccl_debug_renamed_libfabric_passes_the_p5_spec() -> None:
     assert "  networks: Libfabric x2" in lines
     assert lines[-1] == (
         "expected: the aws-ofi-nccl plugin (Libfabric) on libfabric's efa provider "
-        f"(fabric efa; spec {AWS_P5}, hardware p5 (instance type p5.48xlarge))"
+        f"(fabric efa; spec {AWS_P5}, GPU node group gpu: fabric efa)"
     )
 
 
@@ -263,12 +263,51 @@ def test_nccl_debug_tcpxo_passes_a3mega_and_a_socket_fallback_fails_it() -> None
     )
 
 
-def test_nccl_debug_burst_profile_takes_its_instance_type_s_fabric() -> None:
+def _on_hosts(tmp_path: Path, log: str, hosts: dict[str, str]) -> Path:
+    """A real log with its hosts renamed to nodes of the spec (nothing else of it changes)."""
+    text = (DEBUG / log).read_text()
+    for old, new in hosts.items():
+        text = text.replace(f"{old}:", f"{new}:")
+    path = tmp_path / log
+    path.write_text(text)
+    return path
+
+
+def test_nccl_debug_judges_a_log_by_the_fabric_of_its_node_group(tmp_path: Path) -> None:
+    # Two EFA instances (NVIDIA/nccl#1597): on aws-burst.yaml's p5 burst group it passes; the
+    # same log from the on-prem InfiniBand group fails there. No --hardware, no --fabric.
+    efa = {"8h200-2": "gpu-b001", "8h200-3": "gpu-b002"}
+    burst, burst_data = _json(
+        "nccl-debug", _on_hosts(tmp_path, "ofi_libfabric_p5en_nccl1597.log", efa), "--spec", AWS_BURST
+    )
+    (tmp_path / "onprem").mkdir()
+    onprem = {"8h200-2": "gpu001", "8h200-3": "gpu002"}
+    _, onprem_data = _json(
+        "nccl-debug", _on_hosts(tmp_path / "onprem", "ofi_libfabric_p5en_nccl1597.log", onprem), "--spec", AWS_BURST
+    )
+
+    assert (burst, burst_data["verdict"], burst_data["expected"]["fabric"]) == (0, "pass", "efa")
+    assert "node group gpu-b (gpu-b001, gpu-b002): fabric efa" in burst_data["expected"]["source"]
+    assert (onprem_data["verdict"], onprem_data["expected"]["fabric"]) == ("fail", "infiniband")
+
+
+def test_nccl_debug_socket_fallback_on_a_burst_node_fails(tmp_path: Path) -> None:
+    # EC2 without EFA (NVIDIA/nccl#226): the burst group's nodes must use the EFA plugin.
+    log = DEBUG / "socket_ec2_no_efa_nccl226.log"
+    hosts = sorted({line.split(":", 1)[0] for line in log.read_text().splitlines() if " NCCL " in line})
+    renamed = _on_hosts(tmp_path, log.name, {h: f"gpu-b{i % 4 + 1:03d}" for i, h in enumerate(hosts)})
+    code, data = _json("nccl-debug", renamed, "--spec", AWS_BURST)
+
+    assert (code, data["expected"]["fabric"]) == (1, "efa")
+
+
+def test_nccl_debug_log_of_unknown_hosts_asks_which_profile() -> None:
     log = DEBUG / "ib_roce_2node_nccltests185.log"
-    _, cluster = _json("nccl-debug", log, "--spec", AWS_BURST)
+    unknown = _run("nccl-debug", log, "--spec", AWS_BURST)
     _, burst = _json("nccl-debug", log, "--spec", AWS_BURST, "--hardware", "p5")
 
-    assert cluster["expected"]["fabric"] == "infiniband"
+    assert unknown.exit_code == 2
+    assert "GPU groups are on different fabrics (efa, infiniband); give --hardware or --fabric" in unknown.stderr
     assert burst["expected"]["fabric"] == "efa"
     assert "NCCL used network IB, not the aws-ofi-nccl plugin" in burst["findings"][0]["message"]
 

@@ -58,6 +58,15 @@ def test_invalid_spec_exit_1_with_located_errors(tmp_path: Path) -> None:
     assert all(f["line"] > 0 for f in findings)
 
 
+def test_schema_errors_say_the_rules_run_once_they_are_fixed(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((EXAMPLES / "local.yaml").read_text().replace('cuda: "12.8"', "cuda: 12.10"))
+    code, _, err = invoke("validate", str(bad))
+    assert code == 1
+    assert 'write it as "12.10"' in err
+    assert "The rules (references, names, network, versions, fabric, storage, sizing) run once" in err
+
+
 def test_strict_fails_on_warnings(tmp_path: Path) -> None:
     def one_spare(data: dict) -> None:
         data["nodes"][2]["spares"] = 1
@@ -105,6 +114,9 @@ def test_render_writes_tree(tmp_path: Path) -> None:
     assert code == 0
     assert (tmp_path / "b" / "slurm" / "slurm.conf").is_file()
     assert "rendered" in out
+    # The marker's command writes the same tree again: --out included.
+    rerender = (tmp_path / "b" / "DO_NOT_EDIT").read_text().splitlines()[-1]
+    assert rerender == f"Re-render with: clusterctl render {LOCAL} --out {tmp_path / 'b'}"
 
 
 def test_schema_is_json_schema() -> None:

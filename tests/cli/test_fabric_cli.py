@@ -285,18 +285,6 @@ def test_topology_with_spec_warns_about_nodes_off_the_fabric(tmp_path: Path) -> 
     assert err.startswith("warning: FAB-L002: Node(s) gpu004 are under no switch")
 
 
-def test_topology_refuses_a_host_name_slurm_would_misread(tmp_path: Path) -> None:
-    switches, cas, cables = rack_cables()
-    guid = next(g for g, d in cas.items() if d == "gpu001 mlx5_0")
-    cas[guid] = "gpu#001 mlx5_0"
-    path = tmp_path / "quoted.txt"
-    path.write_text(write_ibnetdiscover(switches, cas, cables))
-    code, out, err = invoke("fabric", "topology", "--ibnetdiscover", str(path))
-    assert (code, out) == (2, "")
-    assert err.startswith(f"error: {path}: the name 'gpu#001,gpu[001-002]' cannot be written into topology.conf")
-    assert "starts a comment" in err
-
-
 def test_topology_unparsable_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\n")

@@ -17,6 +17,7 @@ from clusterctl.image.lock import Lock, LockedImage, read_lock, write_lock
 from clusterctl.render import ansible_yaml
 from clusterctl.run.ansible import ConfigureResult, HostFailure
 from clusterctl.run.events import EventBus
+from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES
 from tests.verify_testkit import ReplayExecutor, Response, scontrol_node, scontrol_partition
 
@@ -76,7 +77,7 @@ def spec(tmp_path: Path) -> Path:
 def target(monkeypatch: pytest.MonkeyPatch) -> FakeTarget:
     fake = FakeTarget()
     monkeypatch.setattr("clusterctl.commands.image.target_for", lambda plan, **where: fake)
-    monkeypatch.setattr("clusterctl.commands.up.target_for", lambda plan, **where: fake)
+    monkeypatch.setattr("clusterctl.ops.images.target_for", lambda plan, **where: fake)
     monkeypatch.setattr(
         "clusterctl.image.build.run_playbook", lambda *a, **k: ConfigureResult(status="successful", rc=0)
     )
@@ -280,8 +281,9 @@ def test_status_shows_package_drift(tmp_path: Path, spec: Path, monkeypatch: pyt
         def status(self, plan: Any, state_dir: Path) -> dict[str, str]:
             return {n.hostname: "running" for n in plan.nodes}
 
-    monkeypatch.setattr("clusterctl.commands.status.for_kind", lambda kind: Machines())
-    monkeypatch.setattr("clusterctl.commands.status.executor_for", lambda plan, state_dir: executor)
+    monkeypatch.setattr("clusterctl.ops.status.for_kind", lambda kind: Machines())
+    monkeypatch.setattr("clusterctl.ops.status.executor_for", lambda plan, state_dir: executor)
+    StateDir(tmp_path / "state", "local").write({"status": "up"})  # brought up before
     result = invoke(tmp_path, "status", str(spec), "-o", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

@@ -87,7 +87,7 @@ def test_dead_slurmd_fails_and_is_drained(monkeypatch: pytest.MonkeyPatch, tmp_p
         (
             "login001",
             "scontrol update nodename=gpu004 state=drain "
-            "reason='clusterctl-verify: slurm.node: gpu004 is IDLE+NOT_RESPONDING'",
+            "'reason=clusterctl-verify: slurm.node: gpu004 is IDLE+NOT_RESPONDING'",
         )
     ]
 

@@ -107,16 +107,24 @@ def save_artifact(name: str, text: str) -> Path:
 
 
 def json_events(output: str) -> list[dict[str, object]]:
-    """Events from ``--output json`` (one JSON object per line)."""
+    """Events from ``--output json`` (one JSON object per line; the report envelope that ends the
+    stream is no event: `json_report` reads it)."""
     events = []
     for line in output.splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
-                events.append(json.loads(line))
+                item = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if "kind" in item:
+                events.append(item)
     return events
+
+
+def json_report(output: str) -> dict[str, object]:
+    """The report envelope that ends an ``up --output json`` stream (its last line)."""
+    return json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
 
 
 def _with_heal_every(spec_text: str, period: str) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -34,20 +36,33 @@ class Mirror:
 
     cuda_repo: str
     cuda_repo_key: str
+    cuda_repo_key_sha256: str
 
     def spec_lines(self) -> str:
-        """The ``mirrors`` block of a spec that uses it."""
-        return f"mirrors: {{cuda_repo: {self.cuda_repo}, cuda_repo_key: {self.cuda_repo_key}}}\n"
+        """The ``mirrors`` block of a spec that uses it (served over plain http: the key's sha256 is checked)."""
+        return (
+            f"mirrors: {{cuda_repo: {self.cuda_repo}, cuda_repo_key: {self.cuda_repo_key}, "
+            f"cuda_repo_key_sha256: '{self.cuda_repo_key_sha256}'}}\n"
+        )
 
 
 def docker_host_address() -> str:
-    """The host's address on Docker's default bridge: every container reaches the host there."""
-    return subprocess.run(
-        ["docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    """The host's address on Docker's default bridge: every container reaches the host there.
+
+    The bridge's gateway, or the first address of its subnet when the engine does not list the
+    gateway (a dockerd restarted without --bip leaves it out of `network inspect`).
+    """
+    config = json.loads(
+        subprocess.run(
+            ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -78,7 +93,11 @@ def serve_standin_repo() -> Iterator[Mirror]:
     thread.start()
     base = f"http://{address}:{PORT}/{tag}"
     try:
-        yield Mirror(cuda_repo=f"{base}/cuda", cuda_repo_key=f"{base}/keys/clusterctl-standin.asc")
+        yield Mirror(
+            cuda_repo=f"{base}/cuda",
+            cuda_repo_key=f"{base}/keys/clusterctl-standin.asc",
+            cuda_repo_key_sha256=f"sha256:{hashlib.sha256(key).hexdigest()}",
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -127,7 +127,9 @@ def test_the_controllers_heal_timer_does_what_heal_does(local_cluster: LocalClus
     try:
         assert hidden.returncode == 0, hidden.stderr
         # One round as the timer's service runs it, its output read directly.
-        round_sick = local_cluster.exec(controller, "/usr/local/sbin/clusterctl-heal", timeout=300)
+        round_sick = local_cluster.exec(
+            controller, "/usr/local/sbin/clusterctl-slurm heal-round /etc/clusterctl/heal/heal.json", timeout=300
+        )
         save_artifact("e2e-heal-timer-sick.log", round_sick.stdout + round_sick.stderr)
         assert round_sick.returncode == 0, round_sick.stderr
         assert f"{OURS}: resumed: its health check passed" in round_sick.stdout

@@ -18,8 +18,9 @@ from clusterctl.image.stage import CONFIGURE, STAGE_INVENTORY
 from clusterctl.run.ansible import LOG_FILE as ANSIBLE_LOG
 from clusterctl.run.providers.local import slurm_cgroup_dirs
 from clusterctl.run.state import StateDir
+from clusterctl.slurm.nodes import parse_nodes
 from tests.conftest import EXAMPLES, REPO_ROOT
-from tests.e2e.conftest import LocalCluster, json_events, run_cli, save_artifact
+from tests.e2e.conftest import LocalCluster, json_events, json_report, run_cli, save_artifact
 from tests.security.formats import ansible_yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -108,6 +109,9 @@ def test_second_up_changes_nothing(local_cluster: LocalCluster) -> None:
     summary = next(e for e in json_events(result.stdout) if e["kind"] == "summary")
     assert summary["data"]["changed_tasks"] == 0, summary
     assert summary["data"]["converge_skipped"] == "", summary
+    # The stream ends with the report envelope every command prints with --output json.
+    report = json_report(result.stdout)
+    assert (report["command"], report["ok"], report["changed_tasks"]) == ("up", True, 0), report
 
 
 @pytest.mark.order(16)
@@ -313,8 +317,10 @@ def test_a_spare_takes_a_failed_nodes_place_and_the_repaired_node_becomes_a_spar
 ) -> None:
     """gpu005 joins as a hot spare; gpu002 fails (drained by hand) and gpu005 takes its place in the partition.
 
-    `srun -N4` runs again on the four nodes in service. Once repaired, gpu002 passes its health check and
-    is a free spare; the spec without the spare then removes gpu005 and gpu002 is back in service."""
+    Meanwhile an admin keeps gpu004 drained for repair: `up` and `node replace` succeed around it and
+    leave it drained. `srun -N4` runs again on the four nodes in service once the admin lifts it.
+    Once repaired, gpu002 passes its health check and is a free spare; the spec without the spare then
+    removes gpu005 and gpu002 is back in service."""
     spared = tmp_path / local_cluster.spec_path.name
     text = local_cluster.spec_path.read_text()
     gpu_group = "{group: gpu, role: compute, hardware: emu-h100, count: 4}"
@@ -323,9 +329,13 @@ def test_a_spare_takes_a_failed_nodes_place_and_the_repaired_node_becomes_a_spar
     options = ("--out", str(local_cluster.build_dir), "--yes")
     options += ("--lock", str(local_cluster.lock_path)) if local_cluster.lock_path else ()
 
+    admins = "e2e: fan replaced, waiting for burn-in"
+    kept = local_cluster.exec("login001", f"scontrol update nodename=gpu004 state=drain reason='{admins}'")
+    assert kept.returncode == 0, kept.stderr
     joined = local_cluster.cli("up", str(spared), *options)
     save_artifact("e2e-spare-joins-up.log", joined.stdout + joined.stderr)
     assert joined.returncode == 0, joined.stdout[-3000:] + joined.stderr[-3000:]
+    assert f"gpu004 is drained by an admin ({admins}); left as it is" in joined.stdout
     assert _partition_nodes(local_cluster) == ["gpu001", "gpu002", "gpu003", "gpu004"]
     assert _spare_column(local_cluster, spared) == {"gpu005": ("free spare", "idle", "")}
 
@@ -337,6 +347,9 @@ def test_a_spare_takes_a_failed_nodes_place_and_the_repaired_node_becomes_a_spar
     assert replaced.returncode == 0, replaced.stdout[-3000:] + replaced.stderr[-3000:]
     assert "gpu005 takes gpu002's place" in replaced.stdout + replaced.stderr
     assert _partition_nodes(local_cluster) == ["gpu001", "gpu003", "gpu004", "gpu005"]
+    assert _slurm_state(local_cluster, "gpu004") == ("drained", admins)
+    lifted = local_cluster.exec("login001", "scontrol update nodename=gpu004 state=resume")
+    assert lifted.returncode == 0, lifted.stderr
     ran = local_cluster.exec("login001", "srun -N4 -p gpu hostname", timeout=180)
     assert sorted(ran.stdout.split()) == ["gpu001", "gpu003", "gpu004", "gpu005"], ran.stdout + ran.stderr
     shown = _spare_column(local_cluster, spared)
@@ -357,6 +370,14 @@ def test_a_spare_takes_a_failed_nodes_place_and_the_repaired_node_becomes_a_spar
     assert restored.returncode == 0, restored.stdout[-3000:] + restored.stderr[-3000:]
     assert _partition_nodes(local_cluster) == ["gpu001", "gpu002", "gpu003", "gpu004"]
     assert StateDir(local_cluster.state_dir, "local").read().get("spares") == [], "a swap outlived its spare"
+
+
+def _slurm_state(cluster: LocalCluster, node: str) -> tuple[str, str]:
+    """The node's state and reason as clusterctl's Slurm parser reads ``scontrol show node -o``."""
+    shown = cluster.exec("login001", f"scontrol show node -o {node}")
+    assert shown.returncode == 0, shown.stderr
+    (found,) = parse_nodes(shown.stdout)
+    return found.compact_state(), found.reason
 
 
 def _partition_nodes(cluster: LocalCluster) -> list[str]:

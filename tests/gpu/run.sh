@@ -7,7 +7,9 @@
 # without it). Needs only python3 and the checkout: each check skips, with its reason, when its
 # tool (nvidia-smi, dcgmi, all_reduce_perf, torch) is missing. The NCCL transport check runs
 # all_reduce_perf (or a torch.distributed all_reduce) with NCCL_DEBUG=INFO and expects
-# "intra-node only" on one machine. Exit status: the script's (0 nothing failed, 1 otherwise).
+# "intra-node only" on one machine; it runs again inside a stock image (--container-image, default
+# NVIDIA's PyTorch) started through pyxis (srun --container-image) or, without Slurm, enroot, so the
+# node's enroot mounts and hook are what is tested. Exit status: the script's (0 nothing failed, 1 otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp}"

@@ -17,7 +17,11 @@ a tiny torch.distributed NCCL all_reduce when PyTorch is installed) goes with
 ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET`` and its log goes through clusterctl's
 transport parser. One node connects its GPUs through P2P/SHM, so the expected verdict is
 "intra-node only" (skipped, with the network NCCL would use between nodes), never a failure;
-a log without NCCL lines fails. Exit 0 when nothing failed, 1 otherwise.
+a log without NCCL lines fails. The transport check runs again inside a stock image
+(``--container-image``, NVIDIA's PyTorch by default) started through pyxis (``srun
+--container-image``) or, without Slurm, through enroot: the node's enroot mounts and hook must
+bring the fabric's plugin and the vendor's NCCL environment into it. Exit 0 when nothing failed,
+1 otherwise.
 """
 
 from __future__ import annotations
@@ -51,7 +55,17 @@ from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.nvidia_smi_topo import nics_near_gpus, parse_nvidia_smi_topo
 from clusterctl.verify.result import ParseError, Verdict, check_finding, figures_of, with_figures
 from clusterctl.verify.thresholds import defaults_for
-from clusterctl.verify.transport import judge_transport
+from clusterctl.verify.transport import (
+    CONTAINER_CHECK,
+    TORCH_ALL_REDUCE,
+    TransportJudgement,
+    in_container,
+    judge_transport,
+    pyxis_image,
+)
+
+# verify's default stock image (clusterctl.spec.models.DEFAULT_CONTAINER_CHECK_IMAGE; pydantic not needed here).
+DEFAULT_CONTAINER_CHECK_IMAGE = "nvcr.io/nvidia/pytorch:24.09-py3"
 
 # Where nccl-tests usually ends up when built by hand or by a role (roles/nccl: /opt/nccl-tests/bin).
 NCCL_TESTS_DIRS = (
@@ -262,12 +276,80 @@ def check_transport(node: Node) -> tuple[Finding, str]:
     return result, shown
 
 
+def _srun_with_pyxis() -> str | None:
+    """srun, when it has pyxis' --container-image (the SPANK plugin is loaded), else None."""
+    srun = shutil.which("srun")
+    if srun is None:
+        return None
+    rc, out, err = sh([srun, "--help"], 60)
+    return srun if rc == 0 and "--container-image" in f"{out}{err}" else None
+
+
+def check_transport_container(node: Node) -> tuple[Finding, str]:
+    """The transport NCCL chooses inside a stock image started through pyxis (else enroot): what a job sees.
+
+    The node's enroot configuration (mounts.d, hooks.d) must bring the fabric's plugin, /etc/nccl.conf
+    and the vendor's NCCL environment into the container; on one node the expected verdict is the
+    host check's, "intra-node only", and a log without NCCL lines fails.
+    """
+    name = CONTAINER_CHECK
+    image = node.args.container_image
+    if image in ("", "none"):
+        return skipped(name, "--container-image none"), ""
+    gpus = node.gpus or 1
+    env = {**NCCL_DEBUG_ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    srun = _srun_with_pyxis()
+    if srun is not None:
+        command = [
+            srun,
+            "--nodes=1",
+            f"--ntasks={gpus}",
+            f"--gpus-per-node={gpus}",
+            "--label",
+            "--export=ALL",
+            f"--container-image={pyxis_image(image)}",
+            "python3",
+            "-c",
+            TORCH_ALL_REDUCE,
+        ]
+        shown = (
+            f"srun --container-image={pyxis_image(image)} python3 -c <torch.distributed all_reduce>, NCCL_DEBUG=INFO"
+        )
+    elif shutil.which("enroot") is not None:
+        # The same runtime without Slurm: enroot applies the node's mounts.d and hooks.d as under pyxis.
+        script = (
+            "set -e; dir=$(mktemp -d); trap 'enroot remove -f clusterctl-check >/dev/null 2>&1; rm -rf \"$dir\"' EXIT; "
+            'enroot import -o "$dir/image.sqsh" "docker://$0" >&2; '
+            'enroot create -n clusterctl-check "$dir/image.sqsh" >&2; '
+            'enroot start --env NCCL_DEBUG --env NCCL_DEBUG_SUBSYS clusterctl-check python3 -c "$1" "$2"'
+        )
+        command = ["bash", "-c", script, pyxis_image(image), TORCH_JOB, env["MASTER_PORT"]]
+        shown = f"enroot import/create/start of {pyxis_image(image)}, python3 -c <torch all_reduce>, NCCL_DEBUG=INFO"
+    else:
+        return skipped(name, "neither srun with pyxis (--container-image) nor enroot here"), ""
+    rc, out, err = sh(command, 1800, env=env)
+    if rc == 124:
+        return failed(name, f"the container NCCL job {err}."), shown
+    try:
+        log = parse_nccl_debug(f"{out}\n{err}")
+    except ParseError as exc:
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        return failed(
+            name,
+            f"NCCL printed no debug line in the container (exit {rc}): {exc.message}: {last}",
+            "Run the command by hand; check the image pulls and that enroot's hooks run.",
+        ), shown
+    result = judge_transport(log, node.args.fabric, nodes=1, target=socket.gethostname()).result
+    return in_container(TransportJudgement(result), image).result, shown
+
+
 CHECKS: tuple[Callable[[Node], tuple[Finding, str]], ...] = (
     check_inventory,
     check_topo,
     check_dcgm,
     check_nccl,
     check_transport,
+    check_transport_container,
 )
 
 
@@ -282,6 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nccl-max", default="8G", help="largest all_reduce message (-e)")
     parser.add_argument(
         "--fabric", help="the fabric kind the node is on (infiniband, efa, ...), for the transport check"
+    )
+    parser.add_argument(
+        "--container-image",
+        default=DEFAULT_CONTAINER_CHECK_IMAGE,
+        help="stock image the container transport check starts through pyxis or enroot ('none' skips it)",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)

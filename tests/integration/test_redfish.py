@@ -34,7 +34,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from clusterctl.app import Env
+from clusterctl.environ import Env
 from clusterctl.run.redfish import (
     MAX_ANSWER_BYTES,
     BmcAnswerError,

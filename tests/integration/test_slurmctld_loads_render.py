@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ def _sixty_four_nodes(tmp_path: Path) -> Path:
     data["os"] = "debian-12"
     data["versions"]["slurm"] = "22.05"
     group(data, "gpu").update(count=64, spares=2)
+    # No storage here, so one controller with its state on its own disk (SLU004).
     data["storage"] = []
+    group(data, "ctl")["count"] = 1
+    data["slurm"].pop("state_save_location")
     return write_spec(tmp_path, data, "cluster64.yaml")
 
 
@@ -59,6 +63,11 @@ def test_slurmctld_agrees_with_spec(docker_ready: None, tmp_path: Path, spec_nam
         nodes = {r["NodeName"]: r for r in parse_scontrol_records(ctld.scontrol("show", "node"))}
         assert spares <= set(nodes), "spares are defined as nodes"
         assert nodes["gpu001"]["Gres"] == f"gpu:h100:{plan.node('gpu001').gpus}"
+        if spec_name == "sixty-four":
+            # The example's site.slurm_conf parameters, as slurmctld read them.
+            config = ctld.scontrol("show", "config")
+            for name, value in validated.loaded.spec.site.slurm_conf.items():
+                assert re.search(rf"^{name}\s*=\s*{value}$", config, re.MULTILINE), (name, config)
 
 
 def test_slurmctld_loads_the_burst_render(docker_ready: None, tmp_path: Path) -> None:

@@ -268,7 +268,9 @@ def kind(path: str) -> str:
         return "xml"
     if path == "pxe/dnsmasq.conf":
         return "dnsmasq"
-    if path in ("hosts", "health/health.conf", "slurm/plugstack.conf") or path.startswith("slurm/plugstack.conf.d/"):
+    if path in ("hosts", "health/health.conf", "slurm/plugstack.conf") or path.startswith(
+        ("slurm/plugstack.conf.d/", "enroot/mounts.d/")
+    ):
         return "fields"
     if path.startswith("pxe/tftp/"):
         return "boot"
@@ -295,7 +297,8 @@ def structure(path: str, text: str, names: Iterable[str] = ()) -> Any:
     if reader == "dnsmasq":
         return dnsmasq(text)
     if reader == "fields":
-        return fields(text, keyword=path != "hosts")
+        # The first field is a value in /etc/hosts and in an fstab (the source), a keyword elsewhere.
+        return fields(text, keyword=path != "hosts" and not path.startswith("enroot/mounts.d/"))
     if reader == "boot":
         return shell_words(text)
     if reader == "yaml":
@@ -318,6 +321,7 @@ _NAMED_PATHS = (
     re.compile(r"storage/lnet/[^/]+(\.conf)"),
     re.compile(r"storage/units/[^/]+/[^/]+(\.mount)"),
     re.compile(r"burst/policy-[^/]+(\.json)"),
+    re.compile(r"enroot/mounts\.d/[^/]+(\.fstab)"),
 )
 
 

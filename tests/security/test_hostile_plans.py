@@ -57,6 +57,8 @@ SELECTORS = tuple(
         r"nccl\[\]\.fabric",  # picks the cloud fabric files
         r"slurm\.topology",
         r"cloud\.provider|burst_cloud\.[^.]+\.provider",
+        # which nodes of which instance group are EFA nodes picks the health check's EFA counts
+        r"(cloud|burst_cloud\.[^.]+)\.groups\[\]\.(fabric|hosts\[\])",
         r".*\.purpose",  # a subnet's purpose picks how the stack uses it
         r"findings.*",  # validation findings are not rendered
     )

@@ -308,10 +308,16 @@ def _other_cloud(tmp_path: Path, kind: str) -> Plan:
     burst = group(data, "gpu-b")["burst"]
     if kind == "gcp":
         data["hardware"]["p5"]["instance_type"] = "a3-megagpu-8g"
-        burst["provider"] = {"kind": "gcp", "region": "us-central1", "zone": "us-central1-a", "project": "acme-ml"}
+        burst["provider"] = {
+            "kind": "gcp",
+            "region": "us-central1",
+            "zone": "us-central1-a",
+            "project": "acme-ml",
+            "cidr": "10.60.0.0/24",
+        }
     else:
         data["hardware"]["p5"]["instance_type"] = "Standard_ND96isr_H100_v5"
-        burst["provider"] = {"kind": "azure", "region": "eastus"}
+        burst["provider"] = {"kind": "azure", "region": "eastus", "cidr": "10.60.0.0/24"}
     path = write_spec(tmp_path, data)
     shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")
     return load_and_validate(path).plan

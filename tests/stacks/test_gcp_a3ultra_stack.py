@@ -190,7 +190,21 @@ def test_gpu_nodes_boot_from_hyperdisk_balanced(created: RecordingMocks, plan: P
         assert instance.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
 
 
-def test_gpu_nodes_are_compactly_placed(created: RecordingMocks, plan: Plan) -> None:
+def test_no_placement_policy_as_googles_nodeset_and_the_gpu_image(created: RecordingMocks, plan: Plan) -> None:
+    # a3ultra-slurm-blueprint.yaml@1047080 line 623 (enable_placement: false), lines 28-30 (the image).
+    assert created.of_type(POLICY) == []
+    assert not any(i.inputs.get("resourcePolicies") for i in created.of_type(INSTANCE))
+    gpu = {r.name for r in _gpu_instances(created, plan)}
+    for instance in created.of_type(INSTANCE):
+        image = instance.inputs["bootDisk"]["initializeParams"]["image"]
+        assert ("ubuntu-accelerator-2404-amd64-with-nvidia-580" in image) == (instance.name in gpu), instance.name
+
+
+def test_gpu_nodes_are_compactly_placed_when_asked(tmp_path: Path) -> None:
+    data = copy.deepcopy(example_data("gcp-a3ultra.yaml"))
+    data["provider"]["placement_policy"] = "compact"
+    plan = load_and_validate(write_spec(tmp_path, data)).plan
+    created = _deploy(plan)
     (policy,) = created.of_type(POLICY)
     assert policy.inputs["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
     gpu = {r.name for r in _gpu_instances(created, plan)}
@@ -248,7 +262,10 @@ def _burst_plan(tmp_path: Path) -> Plan:
         "project": "acme-ml",
         "region": "us-central1",
         "zone": "us-central1-b",
+        "cidr": "10.60.0.0/24",
     }
+    # The NCCL the pinned gIB plugin is built for (CLD016 checks a burst group's plugin too).
+    data["versions"]["nccl"] = "2.27.5"
     path = write_spec(tmp_path, data)
     shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")
     return load_and_validate(path).plan

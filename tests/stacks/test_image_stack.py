@@ -19,8 +19,8 @@ import pulumi
 import pytest
 import yaml
 
-from clusterctl.image.cloud import apply_locked_images
 from clusterctl.plan import Plan
+from clusterctl.run.providers.images import apply_locked_images
 from tests.plan_edits import replaced
 from tests.stacks.conftest import STACKS, RecordingMocks, example_plan, run, unsecret
 from tests.stacks.test_cloud_defaults import _world_open

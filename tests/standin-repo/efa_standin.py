@@ -23,6 +23,8 @@ the vendor's real layout, package names and file paths, with harmless contents:
     efa/aws-ofi-nccl-<tag>.tar.gz              ./configure (--prefix, --libdir, --with-libfabric
                                                checked like the real one), make, make install of the
                                                release's library names
+    efa/gdrcopy-2.4.tar.gz                     packages/build-deb-packages.sh building gdrdrv-dkms
+                                               (gdrdrv.service), libgdrapi, gdrcopy-tests, gdrcopy
 
 Which installer ships which plugin, the plugin's library names and its library directory are the
 real ones (cli/clusterctl/catalog/efa.py, with sources); the component versions of each installer
@@ -389,9 +391,56 @@ def ofi_nccl_source_archive(b: Any, dest: Path, version: str) -> Path:
     return out
 
 
+# GDRCopy's packages/build-deb-packages.sh: the same four packages ParallelCluster installs, named
+# <name>_<version>-1_<arch>.<Distro><Ver>[+cuda<x.y>].deb as the real script names them, built on the
+# node with dpkg-deb from harmless contents (gdrdrv.service runs /bin/true; no kernel module).
+GDRCOPY_BUILD_SH = r"""#!/bin/bash
+# clusterctl test stand-in for GDRCopy {version}'s packages/build-deb-packages.sh.
+set -euo pipefail
+[ -n "${{CUDA:-}}" ] || {{ echo "CUDA is not set" >&2; exit 1; }}
+. /etc/os-release
+platform="${{ID^}}${{VERSION_ID//./_}}"
+arch=$(dpkg --print-architecture)
+build() {{  # name suffix [path content]...
+    local name=$1 suffix=$2 dir
+    shift 2
+    dir=$(mktemp -d)
+    chmod 0755 "$dir"
+    mkdir -p "$dir/DEBIAN"
+    printf 'Package: %s\nVersion: {version}-1\nArchitecture: %s\n' "$name" "$arch" > "$dir/DEBIAN/control"
+    printf 'Maintainer: stand-in\nDescription: clusterctl test stand-in\n' >> "$dir/DEBIAN/control"
+    while [ $# -gt 0 ]; do
+        mkdir -p "$dir/$(dirname "$1")"
+        printf '%s\n' "$2" > "$dir/$1"
+        shift 2
+    done
+    dpkg-deb --root-owner-group --build "$dir" "${{name}}_{version}-1_${{arch}}.${{platform}}${{suffix}}.deb" >/dev/null
+    rm -rf "$dir"
+}}
+unit=$(printf '[Unit]\nDescription=GDRCopy gdrdrv (stand-in)\n[Service]\nType=oneshot\nRemainAfterExit=yes\n')
+unit+=$(printf '\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target')
+build gdrdrv-dkms "" lib/systemd/system/gdrdrv.service "$unit" usr/src/gdrdrv-{version}/dkms.conf PACKAGE_NAME=gdrdrv
+build libgdrapi "" usr/lib/x86_64-linux-gnu/libgdrapi.so.{version} stand-in
+build gdrcopy-tests "+cuda12.8" usr/bin/copybw '#!/bin/sh'
+build gdrcopy "" usr/share/doc/gdrcopy/README stand-in
+"""
+
+
+def gdrcopy_source_archive(dest: Path, version: str = "2.4") -> Path:
+    """``dest/gdrcopy-<version>.tar.gz`` as GitHub's tag archive: gdrcopy-<version>/packages/build-deb-packages.sh."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / f"gdrcopy-{version}.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        top = f"gdrcopy-{version}"
+        _add(tar, f"{top}/packages/build-deb-packages.sh", GDRCOPY_BUILD_SH.format(version=version).encode(), 0o755)
+        _add(tar, f"{top}/README.standin", f"{STANDIN}\n".encode(), 0o644)
+    return out
+
+
 def build_all(b: Any, pkg_cls: Any, stage: Path) -> None:
-    """Every stand-in installer and plugin source tarball into ``stage/efa``."""
+    """Every stand-in installer, plugin source tarball and the GDRCopy archive into ``stage/efa``."""
     for version in INSTALLERS:
         efa_installer_archive(b, pkg_cls, stage / "efa", version)
     for version in OFI_NCCL_SOURCES:
         ofi_nccl_source_archive(b, stage / "efa", version)
+    gdrcopy_source_archive(stage / "efa")

@@ -15,11 +15,12 @@
 - GPUDirect-TCPX/TCPXO NCCL plugin releases with their receive-datapath-manager (RxDM) image and
   the NCCL version Google qualified (GoogleCloudPlatform/container-engine-accelerators
   ``gpudirect-tcpx/README.md`` and ``gpudirect-tcpxo/README.md`` release notes). Since
-  tcpgpudmarxd v1.0.20 RxDM takes only ``--num_hops=2``; ``--uid=``, ``--alsologtostderr`` and
-  ``--num_nics=`` are retired (they only print "Accessing retired flag")
-  (google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1, "Notes for Existing Users"). Plugin
-  v1.0.17 goes with tcpgpudmarxd v1.0.23 in Google's own Slurm prolog
-  (GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b).
+  tcpgpudmarxd v1.0.20 RxDM needs only ``--num_hops=2``; ``--uid=``, ``--alsologtostderr`` and
+  ``--num_nics=`` are retired and accepted (they only print "Accessing retired flag")
+  (google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1, "Notes for Existing Users"), while
+  Google's own Slurm prolog still passes all four to v1.0.23 and pairs it with plugin v1.0.17
+  (GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b,
+  lines 31-32 and 73). clusterctl runs what the prolog runs: that pair and those flags.
 - The other GCP GPUDirect pieces the Cluster Toolkit's Slurm blueprints install
   (GoogleCloudPlatform/cluster-toolkit@1047080):
   ``examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml`` builds the
@@ -31,8 +32,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from clusterctl.catalog.compat import version_tuple
 
 MB = 1_000_000  # the providers' MB/s are decimal megabytes per second
 # FSx publishes no capacity ceiling in the pages read; clusterctl does not check one.
@@ -109,11 +108,6 @@ class GpuDirectRelease:
         repo = "gpudirect-tcpxo" if self.fabric == "gpudirect-tcpxo" else "gpudirect-tcpx"
         return f"us-docker.pkg.dev/gce-ai-infra/{repo}/tcpgpudmarxd-dev:v{self.rxdm}"
 
-    @property
-    def rxdm_legacy_flags(self) -> bool:
-        """TCPXO RxDM before v1.0.20 still takes ``--num_nics=8 --uid= --alsologtostderr``."""
-        return self.fabric == "gpudirect-tcpxo" and version_tuple(self.rxdm) < (1, 0, 20)
-
 
 GPUDIRECT_RELEASES: dict[tuple[str, str], GpuDirectRelease] = {
     (r.fabric, r.plugin): r
@@ -129,7 +123,9 @@ GPUDIRECT_RELEASES: dict[tuple[str, str], GpuDirectRelease] = {
 }
 
 # The release a spec gets when it names none: the newest in the table per fabric.
-DEFAULT_GPUDIRECT_PLUGIN: dict[str, str] = {"gpudirect-tcpx": "3.1.12", "gpudirect-tcpxo": "1.0.15"}
+# TCPXO: 1.0.17 with tcpgpudmarxd 1.0.23, the pair Google's own Slurm prolog runs
+# (GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b lines 31-32).
+DEFAULT_GPUDIRECT_PLUGIN: dict[str, str] = {"gpudirect-tcpx": "3.1.12", "gpudirect-tcpxo": "1.0.17"}
 
 # dmabuf-import-helper (DKMS source package; A3 Mega) and nccl-gib (A3 Ultra) a spec gets when it
 # names none: the versions of the Cluster Toolkit blueprints read (see the module docstring), and

@@ -42,6 +42,11 @@ EFA_PREFIX = "/opt/amazon/efa"
 OPENMPI_PREFIX = "/opt/amazon/openmpi"
 OFI_NCCL_PREFIX = "/opt/amazon/ofi-nccl"
 INSTALLED_PACKAGES_FILE = "/opt/amazon/efa_installed_packages"
+# NVIDIA GDRCopy as ParallelCluster pins it for its GPU nodes (aws/aws-parallelcluster-cookbook:
+# cookbooks/aws-parallelcluster-platform/resources/gdrcopy/partial/_gdrcopy_common.rb@f75d84c lines
+# 15-21): release 2.4 and the sha256 of its release archive.
+GDRCOPY_VERSION = "2.4"
+GDRCOPY_CHECKSUM = "sha256:39e74d505ca16160567f109cc23478580d157da897f134989df1d563e55f7a5b"
 
 INSTALLER_URL = "https://efa-installer.amazonaws.com/aws-efa-installer-{version}.tar.gz"
 

@@ -86,6 +86,10 @@ class InstanceType:
     cpu_family: int | None = None
     cpu_model: int | None = None
     network_gbps: int = 0
+    # The boot image the vendor's reference gives the type, per OS, where it is not the plain OS image.
+    vendor_images: dict[str, str] = field(default_factory=dict)
+    # Whether the vendor's reference places the type's instances under a compact placement policy.
+    compact_placement: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -171,6 +175,17 @@ _A3_ULTRA = InstanceType(
     host_nic="enp0s19",
     socket_nics=("enp0s19", "enp192s20"),
     rdma_nics=8,
+    # GoogleCloudPlatform/cluster-toolkit:examples/machine-learning/a3-ultragpu-8g/
+    # a3ultra-slurm-blueprint.yaml@1047080 lines 28-30: the nodes' image is built from Ubuntu's
+    # accelerator image (the NVIDIA 580 driver and the RDMA NIC setup the RoCE VPC needs), and
+    # line 623: the nodeset sets enable_placement: false (dense reservations place it; a compact
+    # policy may make instance creation fail).
+    vendor_images={
+        "ubuntu-24.04": (
+            "projects/ubuntu-os-accelerator-images/global/images/ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522"
+        )
+    },
+    compact_placement=False,
     # cluster-toolkit@1047080 examples/machine-learning/a3-ultragpu-8g/
     # {a3ultra-slurm-blueprint.yaml (a3_ultra_nodeset), a3ultra-vm.yaml}: disk_type hyperdisk-balanced;
     # Vertex AI's DiskSpec reference (docs.cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec):

@@ -29,8 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from clusterctl.catalog.instances import instance_type
-
 # The kinds of network NCCL can report (clusterctl.verify.parsers.nccl_debug.network_family).
 Family = Literal["ib", "ofi", "fastrak", "tcpx", "gib", "socket", "other"]
 
@@ -104,23 +102,3 @@ ANY_RDMA = ExpectedTransport(
 def expected_transport(fabric: str | None) -> ExpectedTransport:
     """The transport a fabric kind needs; without one, anything but sockets."""
     return FABRIC_TRANSPORTS.get(fabric or "", ANY_RDMA)
-
-
-def fabric_for(fabric_kind: str, instance_type_name: str | None = None) -> tuple[str, str]:
-    """The fabric a hardware profile's nodes are on, and where that comes from.
-
-    A cloud GPU instance type brings its own fabric (``p5.48xlarge``: efa), which differs
-    from the spec's ``fabric.kind`` for burst groups of an on-prem cluster; otherwise the
-    spec's fabric.
-
-    Args:
-        fabric_kind: The spec's ``fabric.kind``.
-        instance_type_name: The hardware profile's ``instance_type``, when it has one.
-
-    Returns:
-        ``(fabric kind, source)``, e.g. ``("efa", "instance type p5.48xlarge")``.
-    """
-    itype = instance_type(instance_type_name)
-    if itype is not None and itype.is_gpu and itype.fabric in FABRIC_TRANSPORTS:
-        return itype.fabric, f"instance type {itype.name}"
-    return fabric_kind, "fabric.kind"

@@ -16,6 +16,7 @@ from clusterctl.commands.image import image_group
 from clusterctl.commands.node import node_group
 from clusterctl.commands.plan import plan_cmd
 from clusterctl.commands.render import render_cmd
+from clusterctl.commands.rules import rules_cmd
 from clusterctl.commands.schema import schema_cmd
 from clusterctl.commands.status import status_cmd
 from clusterctl.commands.up import up_cmd
@@ -29,11 +30,15 @@ from clusterctl.commands.verify import verify_cmd
 @click.option("-q", "--quiet", is_flag=True, help="Only errors.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
-    """Bring up GPU clusters for LLM training from one declarative spec."""
+    """Bring up GPU clusters for LLM training from one declarative spec.
+
+    Every command takes --output json (one report envelope on stdout) and lists its exit
+    statuses in its --help; 70 is always an internal error (a bug).
+    """
     ctx.obj = App(verbosity=-1 if quiet else verbose)
 
 
-for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd, up_cmd, status_cmd, down_cmd):
+for command in (validate_cmd, plan_cmd, render_cmd, schema_cmd, rules_cmd, up_cmd, status_cmd, down_cmd):
     cli.add_command(command)
 cli.add_command(fabric_group)
 cli.add_command(burst_group)

@@ -10,9 +10,10 @@ import click
 from click.decorators import FC
 
 from clusterctl.app import App
-from clusterctl.commands.common import handle_internal_errors
+from clusterctl.commands.common import handle_internal_errors, output_option
+from clusterctl.ops.burst import BurstError, load_plan, resume, suspend
 from clusterctl.progress import PlainView
-from clusterctl.run.burst import BurstError, load_plan, resume, suspend
+from clusterctl.report import document
 from clusterctl.run.events import EventBus
 from clusterctl.run.state import StateDirError
 
@@ -52,15 +53,23 @@ def _bus(app: App) -> EventBus:
     show_default=True,
     help="The cluster's munge key on this machine.",
 )
+@output_option
 @click.pass_obj
 @handle_internal_errors
-def resume_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, munge_key: Path) -> None:
-    """Create, configure and register the burst nodes in HOSTLIST."""
+def resume_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, munge_key: Path, output: str) -> None:
+    """Create, configure and register the burst nodes in HOSTLIST.
+
+    Exit status: 0 every node is up, 1 one failed (left DOWN; Slurm's next resume retries it), 2
+    bad usage, 70 internal error.
+    """
+    app.output = output
     try:
         plan = load_plan(build_dir)
         outcome = resume(plan, hostlist, build_dir, state_dir, _bus(app), munge_key_file=munge_key)
     except (BurstError, StateDirError, FileNotFoundError) as exc:
         app.abort(str(exc), 1)
+    if app.json:
+        app.print_json(document("burst resume", [], ok=outcome.ok, hostlist=hostlist, failed=dict(outcome.failed)))
     for host, why in sorted(outcome.failed.items()):
         app.display_error(f"{host}: {why} (left DOWN; the next resume retries)")
     sys.exit(0 if outcome.ok else 1)
@@ -70,14 +79,21 @@ def resume_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, munge_
 @click.argument("hostlist")
 @build_option
 @state_option
+@output_option
 @click.pass_obj
 @handle_internal_errors
-def suspend_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path) -> None:
-    """Remove the burst nodes in HOSTLIST."""
+def suspend_cmd(app: App, hostlist: str, build_dir: Path, state_dir: Path, output: str) -> None:
+    """Remove the burst nodes in HOSTLIST.
+
+    Exit status: 0 every node is removed, 1 one could not be, 2 bad usage, 70 internal error.
+    """
+    app.output = output
     try:
         outcome = suspend(load_plan(build_dir), hostlist, build_dir, state_dir, _bus(app))
     except (BurstError, StateDirError, FileNotFoundError) as exc:
         app.abort(str(exc), 1)
+    if app.json:
+        app.print_json(document("burst suspend", [], ok=outcome.ok, hostlist=hostlist, failed=dict(outcome.failed)))
     for host, why in sorted(outcome.failed.items()):
         app.display_error(f"{host}: {why}")
     sys.exit(0 if outcome.ok else 1)

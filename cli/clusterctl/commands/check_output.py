@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clusterctl.app import App
-from clusterctl.catalog.transports import FABRIC_TRANSPORTS, expected_transport, fabric_for
+from clusterctl.catalog.transports import FABRIC_TRANSPORTS, expected_transport
 from clusterctl.commands.common import handle_internal_errors, output_option, validated_or_exit
 from clusterctl.pipeline import Validated
 from clusterctl.report import STOPPED_INPUT, document, print_excerpt, unreadable
@@ -31,11 +31,13 @@ from clusterctl.verify.offline import (
     judge_nccl_debug_output,
     judge_output,
 )
+from clusterctl.verify.parsers.nccl_debug import parse_nccl_debug
 from clusterctl.verify.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.verify.parsers.rdma_rails import parse_node_rails
 from clusterctl.verify.rails import rail_devices
 from clusterctl.verify.result import ParseError, Verdict, figures_of
 from clusterctl.verify.thresholds import AcceptanceThresholds, defaults_for
+from clusterctl.verify.transport import FabricChoiceError, log_fabric
 
 EXIT_FAIL = 1
 EXIT_UNREADABLE = 2
@@ -219,8 +221,15 @@ def _show(
         app.out.print(f"  [dim]{escape(note)}[/dim]")
 
 
-def _debug_fabric(app: App, spec: str | None, hardware: str | None, fabric: str | None) -> tuple[str | None, str]:
-    """The fabric an NCCL_DEBUG log is judged for, and where it comes from."""
+def _debug_fabric(
+    app: App, spec: str | None, hardware: str | None, fabric: str | None, text: str
+) -> tuple[str | None, str]:
+    """The fabric an NCCL_DEBUG log is judged for, and where it comes from.
+
+    With a spec, the node group the log's hosts belong to decides (a burst group of p5 nodes is
+    on EFA, the on-prem groups on InfiniBand); --hardware picks a profile when the log names no
+    node of the spec.
+    """
     if fabric is not None:
         return fabric, "--fabric"
     if spec is None:
@@ -235,10 +244,15 @@ def _debug_fabric(app: App, spec: str | None, hardware: str | None, fabric: str 
         raise click.BadParameter(
             f"{hardware!r} is not a GPU hardware profile of the spec ({known}).", param_hint="--hardware"
         )
-    hw = hardware or (profiles[0] if len(profiles) == 1 else None)
-    profile = validated.loaded.spec.hardware.get(hw) if hw else None
-    kind, how = fabric_for(plan.fabric.kind, profile.instance_type if profile else None)
-    return kind, f"spec {spec}" + (f", hardware {hw}" if hw else "") + f" ({how})"
+    try:
+        hosts = parse_nccl_debug(text).hosts
+    except ParseError:
+        hosts = ()  # judged (and reported unreadable) afterwards
+    try:
+        kind, how = log_fabric(plan, hosts, hardware)
+    except FabricChoiceError as exc:
+        raise click.BadParameter(f"{exc}.", param_hint="--hardware") from None
+    return kind, f"spec {spec}, {how}"
 
 
 def _check_nccl_debug(app: App, file: str, text: str, fabric: str | None, source: str, nodes: int | None) -> None:
@@ -317,13 +331,15 @@ def check_output_cmd(
 
     Prints the verdict, the figures read and the thresholds used. nccl-debug judges an
     NCCL_DEBUG=INFO log: the transport NCCL chose must be the fabric's (from --spec or
-    --fabric), never a socket fallback. Exit 0 on pass (or a judgement skipped with its
-    reason), 1 on fail, 2 when FILE cannot be parsed.
+    --fabric), never a socket fallback.
+
+    Exit status: 0 pass (or a judgement skipped with its reason), 1 fail, 2 FILE cannot be
+    parsed (or bad usage), 70 internal error.
     """
     app.output = output
     text = click.open_file(file).read() if file == "-" else Path(file).read_text(errors="replace")
     if kind == "nccl-debug":
-        judged_fabric, source = _debug_fabric(app, spec, hardware, fabric)
+        judged_fabric, source = _debug_fabric(app, spec, hardware, fabric, text)
         _check_nccl_debug(app, file, text, judged_fabric, source, nodes)
         return
     if fabric is not None:

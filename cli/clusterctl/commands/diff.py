@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -15,12 +16,13 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.ops.diff import applied_files, applied_plan, as_json, changes, describe
+from clusterctl.ops.upgrade import VERSIONS_KEY, planned_batches
 from clusterctl.pipeline import default_build_dir
 from clusterctl.render import render_files
-from clusterctl.run.diff import applied_files, applied_plan, as_json, changes, describe
+from clusterctl.report import document
 from clusterctl.run.providers import ProviderError, for_kind
 from clusterctl.run.state import StateDir, StateDirError
-from clusterctl.run.upgrade import VERSIONS_KEY, planned_batches
 
 # The -detailed-exitcode convention: 0 nothing would change, 2 something would, 1 an error.
 EXIT_CHANGES = 2
@@ -42,7 +44,10 @@ def diff_cmd(
     Nodes to create or remove, every generated file that would change with what applying it
     does (a Slurm reconfigure, a restart, a remount), pinned versions that would roll, and which
     changes drain nodes, with the batches a rolling upgrade would go through (as `up` with the same
-    --max-unavailable makes them). Exit 0 when nothing would change, 2 when something would, 1 on error.
+    --max-unavailable makes them).
+
+    Exit status: 0 nothing would change, 1 an error (invalid spec, state or machines unreadable),
+    2 something would change (or bad usage), 70 internal error.
     """
     app.output = output
     validated = validated_or_exit(app, spec, (), False, state_dir)
@@ -66,7 +71,8 @@ def diff_cmd(
         roll=planned_batches(plan, saved, list(saved.get("nodes") or {}), max_unavailable),
     )
     if app.json:
-        click.echo(as_json(found, build_dir if recorded or out_dir else None))
+        details = json.loads(as_json(found, build_dir if recorded or out_dir else None))
+        app.print_json(document("diff", [], ok=not found, **details))
     elif not found:
         app.display_success(f"no changes: cluster {plan.cluster.name} is as {spec} says")
     else:

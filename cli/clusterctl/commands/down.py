@@ -7,13 +7,20 @@ from pathlib import Path
 import click
 
 from clusterctl.app import App
-from clusterctl.commands.common import handle_internal_errors, spec_argument, state_dir_option, validated_or_exit
+from clusterctl.commands.common import (
+    handle_internal_errors,
+    output_option,
+    spec_argument,
+    state_dir_option,
+    validated_or_exit,
+)
+from clusterctl.ops.down import down
+from clusterctl.ops.running_jobs import running_jobs
 from clusterctl.plan import Plan
 from clusterctl.progress import attach
+from clusterctl.report import document
 from clusterctl.run.events import EventBus
-from clusterctl.run.orchestrate import down
 from clusterctl.run.providers import ProviderError, for_kind
-from clusterctl.run.running_jobs import running_jobs
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 
@@ -23,13 +30,18 @@ from clusterctl.run.state import LockedError, StateDir, StateDirError
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Build directory.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Destroy the cluster even while Slurm runs jobs on it.")
+@output_option
 @click.pass_obj
 @handle_internal_errors
-def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bool, force: bool) -> None:
+def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bool, force: bool, output: str) -> None:
     """Destroy the cluster in SPEC: its nodes, networks, volumes and state. Asks unless --yes.
 
     Refuses while Slurm runs jobs on it, unless --force.
+
+    Exit status: 0 destroyed (or nothing was there), 1 refused (jobs running, not confirmed) or
+    failed (what remains is said; `down` again goes on), 2 bad usage, 70 internal error.
     """
+    app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan
     state = StateDir(state_dir, plan.cluster.name)
     try:
@@ -43,7 +55,7 @@ def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bo
         what = f"{len(present)} node(s) ({', '.join(present)})" if present else "no running nodes"
         click.confirm(f"Destroy cluster {plan.cluster.name}: {what}, its network and state?", abort=True, err=True)
     bus = EventBus()
-    attach(bus, app.err, "plain")
+    attach(bus, app.err, "quiet" if app.quiet else "plain")
     try:
         with state.lock("down"):
             down(plan, state, bus, build_dir=out_dir, yes=yes)
@@ -55,6 +67,9 @@ def down_cmd(app: App, spec: str, state_dir: Path, out_dir: Path | None, yes: bo
         state.remove()
     except StateDirError as exc:
         app.abort(f"{exc} The cluster's resources are gone; only its state directory is left.", 1)
+    if app.json:
+        app.print_json(document("down", [], ok=True, cluster=plan.cluster.name, destroyed=present))
+        return
     app.display_success(f"cluster {plan.cluster.name} destroyed")
 
 

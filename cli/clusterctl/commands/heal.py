@@ -14,13 +14,12 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
+from clusterctl.ops.heal import HealError, heal
+from clusterctl.ops.upgrade import not_upgraded
 from clusterctl.report import STOPPED_INPUT, command_name, document
 from clusterctl.run.executor import executor_for
-from clusterctl.run.heal import HealError, heal
 from clusterctl.run.state import LockedError, StateDir, StateDirError
-from clusterctl.run.upgrade import not_upgraded
 from clusterctl.spec.findings import Level
-from clusterctl.verify.base import launcher_host
 
 
 @click.command("heal")
@@ -34,8 +33,10 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     """Health-check the nodes clusterctl drained and resume those that pass.
 
     A drain whose reason starts with `clusterctl` (from verify, the node health check or an
-    upgrade) is clusterctl's to undo; a node drained with any other reason is left as it is. Exit 0
-    when every clusterctl-drained node is back (or none was drained), 1 when one stays unhealthy.
+    upgrade) is clusterctl's to undo; a node drained with any other reason is left as it is.
+
+    Exit status: 0 every clusterctl-drained node is back (or none was drained), 1 one stays
+    unhealthy (or an error), 2 bad usage, 70 internal error.
     """
     app.output = output
     plan = validated_or_exit(app, spec, (), False, state_dir).plan
@@ -44,7 +45,7 @@ def heal_cmd(app: App, spec: str, state_dir: Path, dry_run: bool, output: str) -
     try:
         # Not while `up` runs: it drains the nodes it removes, which heal must not resume under it.
         with state.lock("heal"):
-            findings = heal(plan, executor, launcher_host(plan), dry_run=dry_run, upgrading=not_upgraded(plan, state))
+            findings = heal(plan, executor, plan.launcher(), dry_run=dry_run, upgrading=not_upgraded(plan, state))
     except (HealError, LockedError, StateDirError) as exc:
         if app.json:
             app.print_json(document(command_name(), [], ok=False, stopped=STOPPED_INPUT, error=str(exc)))

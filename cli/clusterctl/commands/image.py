@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,10 +17,12 @@ from clusterctl.commands.common import (
     state_dir_option,
     validated_or_exit,
 )
-from clusterctl.image.build import ImageBuildError, build_images, target_for
+from clusterctl.image.build import ImageBuildError, build_images
 from clusterctl.image.hash import ImageInputError
 from clusterctl.image.lock import LockError, lock_path
+from clusterctl.image.targets import target_for
 from clusterctl.render import BuildDirError
+from clusterctl.report import document
 from clusterctl.run.ansible import AnsibleSetupError
 from clusterctl.run.providers import ProviderError
 from clusterctl.run.state import LockedError, StateDir, StateDirError
@@ -74,6 +77,9 @@ def image_build_cmd(
     unchanged spec rebuilds nothing, and a changed pin rebuilds only the profiles whose roles read
     it. The lock (commit it) records each image and every package in it; `clusterctl up` makes
     nodes from the locked images and runs only the configure stage there.
+
+    Exit status: 0 every image built or reused and the lock written, 1 a build failed (the lock
+    is not changed) or the spec is not valid, 2 bad usage, 70 internal error.
     """
     app.output = output
     validated = validated_or_exit(app, spec, skip_rules, strict)
@@ -102,7 +108,7 @@ def image_build_cmd(
         app.abort(str(exc))
     except (ImageBuildError, ProviderError, AnsibleSetupError) as exc:
         app.abort(f"{exc}\nThe lock was not changed; fix the cause and run `clusterctl image build` again.")
-    data = {
+    data: dict[str, Any] = {
         "cluster": plan.cluster.name,
         "lock": str(report.lock_file),
         "lock_changed": report.lock_changed,
@@ -121,7 +127,7 @@ def image_build_cmd(
         ],
     }
     if app.json:
-        app.print_json(data)
+        app.print_json(document("image build", [], ok=True, **data))
         return
     for r in report.results:
         if r.action == "reused":

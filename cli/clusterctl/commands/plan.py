@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Address
+
 import click
 from rich.table import Table
 
@@ -14,6 +16,17 @@ from clusterctl.commands.common import (
     validated_or_exit,
 )
 from clusterctl.plan import Plan
+from clusterctl.report import document
+
+
+def address_range(addresses: list[str]) -> str:
+    """``10.20.0.17-10.20.0.20`` for consecutive addresses, else them all, comma-separated."""
+    if not addresses:
+        return ""
+    numbers = [int(IPv4Address(a)) for a in addresses]
+    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        return addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]}"
+    return ", ".join(addresses)
 
 
 def _fmt_days(days: float | None) -> str:
@@ -23,10 +36,10 @@ def _fmt_days(days: float | None) -> str:
 def plan_tables(plan: Plan) -> list[Table]:
     """The plan as rich tables (nodes, fabric, power/storage/workload)."""
     nodes = Table(title=f"Cluster {plan.cluster.name} ({plan.cluster.provider}, {plan.cluster.os})")
-    for col in ("group", "role", "hardware", "nodes", "spares", "hosts", "GPUs"):
-        nodes.add_column(col, justify="right" if col in ("nodes", "spares", "GPUs") else "left")
+    for col in ("group", "role", "hardware", "nodes", "spares", "hosts", "addresses", "GPUs"):
+        nodes.add_column(col, justify="right" if col in ("nodes", "spares", "GPUs") else "left", overflow="fold")
     for group in plan.groups:
-        gpus = sum(n.gpus for n in plan.nodes if n.group == group.name)
+        members = [n for n in plan.nodes if n.group == group.name]
         nodes.add_row(
             group.name + (" (burst)" if group.burst else ""),
             group.role,
@@ -34,9 +47,10 @@ def plan_tables(plan: Plan) -> list[Table]:
             str(group.count),
             str(group.spares),
             group.hosts,
-            str(gpus),
+            address_range([n.address for n in members]),
+            str(sum(n.gpus for n in members)),
         )
-    nodes.add_row("total", "", "", str(len(plan.nodes)), "", "", str(plan.gpus.total), style="bold")
+    nodes.add_row("total", "", "", str(len(plan.nodes)), "", "", "", str(plan.gpus.total), style="bold")
 
     f = plan.fabric
     fabric = Table(title=f"Fabric: {f.kind} {f.speed_gbps} Gb/s, {f.layout}, {f.radix}-port switches")
@@ -89,11 +103,21 @@ def plan_tables(plan: Plan) -> list[Table]:
 @click.pass_obj
 @handle_internal_errors
 def plan_cmd(app: App, spec: str, output: str, skip_rules: tuple[str, ...], strict: bool) -> None:
-    """Resolve SPEC and print the plan: nodes, fabric sizing, power, storage and training time."""
+    """Resolve SPEC and print the plan: nodes with their addresses, fabric sizing, power, storage and
+    training time.
+
+    Exit status: 0 planned, 1 the spec is not valid, 2 bad usage, 70 internal error.
+    """
     app.output = output
     result = validated_or_exit(app, spec, skip_rules, strict)
     if app.json:
-        app.print_json(result.plan.summary())
+        # The findings are the envelope's; the sizing report keeps everything else.
+        report = {k: v for k, v in result.plan.summary().items() if k != "findings"}
+        report["addresses"] = [
+            {"hostname": n.hostname, "group": n.group, "role": n.role, "address": n.address, "burst": n.burst}
+            for n in result.plan.nodes
+        ]
+        app.print_json(document("plan", result.findings, ok=True, **report))
         return
     for table in plan_tables(result.plan):
         app.out.print(table)

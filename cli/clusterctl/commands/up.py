@@ -20,18 +20,19 @@ from clusterctl.commands.common import (
     validated_or_exit,
 )
 from clusterctl.commands.image import lock_option
-from clusterctl.image.build import ImageBuildError, check_locked, target_for
-from clusterctl.image.hash import ImageInputError
-from clusterctl.image.lock import LockedImage, LockError, lock_path, read_lock
+from clusterctl.image.lock import lock_path
+from clusterctl.ops.images import locked_images
+from clusterctl.ops.readiness import partitions_summary
+from clusterctl.ops.retire import DEFAULT_DRAIN_TIMEOUT_S
+from clusterctl.ops.up import UpResult, up
+from clusterctl.pipeline import default_build_dir
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
-from clusterctl.run.ansible import AnsibleSetupError, HostFailure
+from clusterctl.report import document
+from clusterctl.run.ansible import AnsibleSetupError, HostFailure, ensure_collections
 from clusterctl.run.failure_cause import summary_lines
-from clusterctl.run.orchestrate import UpResult, up
 from clusterctl.run.providers import ProviderError
-from clusterctl.run.readiness import partitions_summary
-from clusterctl.run.retire import DEFAULT_DRAIN_TIMEOUT_S
 from clusterctl.run.state import LockedError, StateDir, StateDirError
 
 
@@ -100,7 +101,9 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     if data["error"] and not data["failures"] and not data["readiness_problems"]:
         out.print(f"[bold red]error:[/bold red] {escape(data['error'])}")
     for problem in data["readiness_problems"]:
-        out.print(f"[red]not ready:[/red] {problem}")
+        out.print(f"[red]not ready:[/red] {escape(problem)}")
+    if app.quiet:
+        return
     for note in data["notes"]:
         out.print(f"note: {note}", markup=False)
     if data["ok"]:
@@ -181,7 +184,12 @@ def up_cmd(
 
     Re-running finishes an interrupted or failed run and changes nothing when nothing differs.
     With a clusterctl.lock beside SPEC (`clusterctl image build`), new nodes are made from their
-    profile's locked image and nodes made from it run only the configure stage.
+    profile's locked image and nodes made from it run only the configure stage. With --output
+    json, one event per line while it runs, then the report envelope with the summary.
+
+    Exit status: 0 the cluster is up and ready, 1 it is not (invalid spec, a tool missing, a
+    provider, configure or readiness failure: what was done is recorded, `up` again goes on from
+    there), 2 bad usage, 70 internal error.
     """
     app.output = output
     if locked and no_image:
@@ -190,12 +198,22 @@ def up_cmd(
     plan = validated.plan
     try:
         _require_engine_for(plan)
-    except ProviderError as exc:
+        # Before anything is created: an installed clusterctl fetches them once, or says how to get them.
+        ensure_collections(app.display_info)
+    except (ProviderError, AnsibleSetupError) as exc:
         app.abort(f"{exc} Nothing was created.", 1)
-    images = None if no_image else _locked_images(app, spec, plan, lock_path(spec, lock_file), locked)
+    images = None
+    if not no_image:
+        choice = locked_images(spec, plan, lock_path(spec, lock_file), locked)
+        if choice.error:
+            app.abort(choice.error)
+        for warning in choice.warnings:
+            app.display_warning(warning)
+        images = choice.images
     if not app.json:
         app.show_findings(validated.findings)
     state = StateDir(state_dir, plan.cluster.name)
+    out_dir = out_dir or _recorded_build_dir(state) or default_build_dir(plan).resolve()
     try:
         with progress_under_lock(app, state, "up") as bus:
             result = up(
@@ -223,42 +241,17 @@ def up_cmd(
         from clusterctl.run.events import Event
 
         bus.emit(Event("summary", status="ok" if result.ok else "error", message=result.error, data=data))
+        app.print_json(document("up", validated.findings, **data), line=True)
     else:
         _print_summary(app, plan, data, result.configure.failures if result.configure else [])
     if not result.ok:
         raise SystemExit(1)
 
 
-def _locked_images(app: App, spec: str, plan: Plan, lock_file: Path, locked: bool) -> dict[str, LockedImage]:
-    """The locked image of each profile ``up`` may use; with ``--locked``, every profile's or exit 1.
-
-    Without ``--locked`` a profile whose image does not match (or a lock of no use here) is a
-    warning: its new nodes start from the base image and run both stages, as without a lock.
-    """
-    rebuild = f"Run `clusterctl image build {spec}` and commit {lock_file}."
+def _recorded_build_dir(state: StateDir) -> Path | None:
+    """The build directory the last `up` used, when it is still there (so `up` from elsewhere reuses it)."""
     try:
-        lock = read_lock(lock_file)
-    except LockError as exc:
-        if locked:
-            app.abort(f"--locked: {exc} Nothing was done.")
-        app.display_warning(f"{exc} Nodes start from the base image.")
-        return {}
-    if lock is None:
-        if locked:
-            app.abort(f"--locked: there is no lock at {lock_file}. {rebuild} Nothing was done.")
-        return {}
-    try:
-        target = target_for(plan)
-        checks = check_locked(plan, lock, target, lock_file=lock_file)
-    except (ImageBuildError, ImageInputError) as exc:
-        if locked:
-            app.abort(f"--locked: {exc}. Nothing was done.")
-        app.display_warning(f"{lock_file} is not used: {exc}.")
-        return {}
-    problems = list(dict.fromkeys(c.problem for c in checks.values() if c.problem))
-    if problems and locked:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        app.abort(f"--locked: the spec no longer matches {lock_file}:\n{lines}\n{rebuild} Nothing was done.")
-    for problem in problems:
-        app.display_warning(f"{problem}; new nodes start from the base image and run both stages. {rebuild}")
-    return {p: c.image for p, c in checks.items() if c.usable and c.image is not None}
+        recorded = state.read().get("build_dir")
+    except StateDirError:
+        return None  # `up` itself reports the unreadable state
+    return Path(recorded) if isinstance(recorded, str) and Path(recorded).is_dir() else None

@@ -24,7 +24,10 @@ from clusterctl.report import document
 def validate_cmd(app: App, spec: str, output: str, skip_rules: tuple[str, ...], strict: bool) -> None:
     """Check SPEC: schema, references, versions, fabric, storage and sizing rules.
 
-    Exit 0 when valid (warnings allowed unless --strict), 1 when not.
+    Every independent problem is reported in one run (`clusterctl rules` lists the rules).
+
+    Exit status: 0 valid (warnings allowed unless --strict), 1 not valid, 2 bad usage (an unknown
+    or safety rule given to --skip-rule), 70 internal error.
     """
     app.output = output
     result = validated_or_exit(app, spec, skip_rules, strict)

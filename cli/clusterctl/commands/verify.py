@@ -77,7 +77,8 @@ def verify_cmd(
     chose between two nodes (no socket fallback), NCCL over a test plan shaped by
     the fabric, and each node's packages against its image in clusterctl.lock (a changed
     or removed package fails). The report goes to <out>/verify/report.{json,html}.
-    Exit 0 when nothing failed, 1 when a check failed.
+    Exit status: 0 nothing failed, 1 a check failed (or the spec is not valid), 2 bad usage, 70
+    internal error.
     """
     app.output = output
     result = validated_or_exit(app, spec, (), False, state_dir)

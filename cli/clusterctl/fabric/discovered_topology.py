@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clusterctl import __version__
 from clusterctl.fabric.model import Fabric, split_description
 from clusterctl.hostlist import compress
+from clusterctl.plain import one_line
 from clusterctl.render.environment import render_template
 from clusterctl.render.escape import comment
+from clusterctl.slurm.names import is_node_name
 
 MAX_NAME = 64  # Slurm rejects longer SwitchName values (HOST_NAME_MAX).
 # The one writer of topology.conf: the render's template, for the plan and for a discovered fabric.
@@ -66,11 +68,14 @@ class DiscoveredTopology:
         warnings: Full sentences about hosts placed by choice, CAs without a host name,
             and virtual roots.
         member_names: Slurm name of every physical switch, by GUID.
+        refused: The CAs (as ``fabric.describe`` names them) whose description names a host that
+            is not a host name (``gpu001,evil001``, ``gpu[001-999]``): left out of every line.
     """
 
     switches: tuple[TopoSwitch, ...]
     warnings: tuple[str, ...]
     member_names: dict[str, str]
+    refused: tuple[str, ...] = ()
 
     def leaves(self) -> list[TopoSwitch]:
         """Return the leaf lines."""
@@ -198,6 +203,7 @@ def derive_topology(
     ca_leaves: dict[str, set[str]] = {}
     hosts_by_ca: dict[str, str] = {}
     nameless: list[str] = []
+    refused: list[str] = []
     for ca in fabric.cas():
         attached = {g for g in fabric.neighbours(ca.guid) if g in names}
         if not attached:
@@ -206,12 +212,20 @@ def derive_topology(
         split = split_description(ca.description, host_pattern)
         if split is None:
             nameless.append(fabric.describe(ca.guid))
+        elif not is_node_name(split[0]):
+            # A node sets its own description: a list or a hostlist there would put other nodes under this leaf.
+            refused.append(f"{fabric.describe(ca.guid)} ({one_line(split[0])[:80]!r})")
         else:
             hosts_by_ca[ca.guid] = split[0]
     if nameless:
         warnings.append(
             f"{len(nameless)} CA(s) have no host name in their description and are left out: "
             f"{', '.join(nameless)}. Set their node descriptions (rdma-ndd) or pass a host pattern."
+        )
+    if refused:
+        warnings.append(
+            f"{len(refused)} CA(s) describe a host that is not a host name and are left out: {', '.join(refused)}. "
+            "A node description is set on the node itself; reset it (rdma-ndd) to the node's own name."
         )
 
     leaf_guids = sorted({g for leaves in ca_leaves.values() for g in leaves})
@@ -258,7 +272,8 @@ def derive_topology(
             "together without a common parent; added a virtual root above them."
             for root in roots
         )
-    return _to_lines([*kept, *roots], names, warnings)
+    lines = _to_lines([*kept, *roots], names, warnings)
+    return replace(lines, refused=tuple(refused))
 
 
 def render_topology_conf(

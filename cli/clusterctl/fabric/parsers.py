@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.fabric.model import (
     UNKNOWN_SPEED_MARKERS,
     Fabric,
@@ -47,6 +48,11 @@ class FabricParseError(ValueError):
         self.line_no = line_no
         self.line = line
         self.message = message
+
+
+def _unreadable(message: str) -> FabricParseError:
+    """The error for input out of bounds (``clusterctl.bounded.guarded``): the input as a whole."""
+    return FabricParseError(0, "", message)
 
 
 # --- noise shared by all formats -------------------------------------------------------
@@ -253,15 +259,25 @@ _LINKINFO_PORT_RE = re.compile(
 )
 _LINKINFO_REMOTE_RE = re.compile(
     r"^(?:0x(?P<guid>" + _HEX + r")\s+)?(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*"
-    r'"(?P<desc>[^"]*)"\s*(?:\(\s*(?P<note>[^)]*?)\s*\))?\s*$'
+    r'"(?P<desc>[^"]*)"\s*(?:\((?P<note>[^)]*)\))?\s*$'
 )
 _LINKINFO_UNCONNECTED_RE = re.compile(r'^(?:\[[^\]]*\])?\s*"[^"]*"\s*(?:\([^)]*\))?\s*$')
 
 
+# InfiniBand node descriptions are at most 64 bytes: no line of these tools comes near this.
+MAX_LINE = 4096
+
+
 def _significant_lines(text: str) -> list[tuple[int, str]]:
-    """Return ``(line_no, stripped line)`` for non-blank, non-comment lines."""
+    """Return ``(line_no, stripped line)`` for non-blank, non-comment lines.
+
+    Raises:
+        FabricParseError: A line far longer than any these tools print.
+    """
     out = []
     for line_no, raw in enumerate(text.splitlines(), start=1):
+        if len(raw) > MAX_LINE:
+            raise FabricParseError(line_no, raw[:200], f"A line of {len(raw)} characters is not a fabric tool's.")
         line = raw.strip()
         if line and not line.startswith("#"):
             out.append((line_no, line))
@@ -294,6 +310,7 @@ def detect_format(text: str) -> str:
     raise FabricParseError(0, "", "The input holds no ibnetdiscover or iblinkinfo lines.")
 
 
+@guarded(_unreadable, keep=(FabricParseError,))
 def parse_fabric(text: str) -> Fabric:
     """Parse the output of any supported tool, detected from its lines.
 
@@ -308,6 +325,7 @@ def parse_fabric(text: str) -> Fabric:
 # --- ibnetdiscover (plain) ---------------------------------------------------------------
 
 
+@guarded(_unreadable, keep=(FabricParseError,))
 def parse_ibnetdiscover(text: str) -> Fabric:
     """Parse ``ibnetdiscover`` output, plain or ports report (``-p``), detected automatically.
 
@@ -357,8 +375,8 @@ def _parse_plain(text: str) -> Fabric:
                 current,
                 current_kind,
                 description,
-                lid=int(lid["lid"]) if lid else None,
-                port_count=int(header["nports"]),
+                lid=integer(lid["lid"]) if lid else None,
+                port_count=integer(header["nports"]),
                 declared=True,
             )
             attr_guid = None
@@ -391,12 +409,14 @@ def _plain_port(
     remote_kind = _KIND_BY_ID_PREFIX[rid["prefix"]]
     if remote_kind == "ca":
         remote_kind = _ca_kind(remote_desc)
-    remote_lid = int(tail_match["lid"]) if tail_match["lid"] else None
+    remote_lid = integer(tail_match["lid"]) if tail_match["lid"] else None
     builder.node(remote, remote_kind, remote_desc, lid=remote_lid if remote_kind == "switch" else None)
     local_lid = _LID_RE.search(local_part)
-    number, remote_port = int(port["port"]), int(port["rport"])
+    number, remote_port = integer(port["port"]), integer(port["rport"])
     local_guid = normalize_guid(port["pguid"]) if port["pguid"] else None
-    builder.port(current, number, _seen_port(current_kind, local_guid, int(local_lid["lid"]) if local_lid else None))
+    builder.port(
+        current, number, _seen_port(current_kind, local_guid, integer(local_lid["lid"]) if local_lid else None)
+    )
     remote_guid = normalize_guid(port["rpguid"]) if port["rpguid"] else None
     builder.port(remote, remote_port, _seen_port(remote_kind, remote_guid, remote_lid))
     width, speed = _rate(tail_match["width"], tail_match["speed"], builder, line_no)
@@ -456,7 +476,7 @@ def _parse_ports_report(text: str) -> Fabric:
         local_desc = remote["desc"] if remote else _unquote(rest)
         guid = normalize_guid(match["guid"])
         kind = _ports_kind(match["nt"], local_desc)
-        lid, number = int(match["lid"]), int(match["port"])
+        lid, number = integer(match["lid"]), integer(match["port"])
         builder.node(guid, kind, local_desc, lid=lid, declared=True)
         builder.port(guid, number, _seen_port(kind, guid if kind != "switch" else None, lid))
         if remote is None:
@@ -465,7 +485,7 @@ def _parse_ports_report(text: str) -> Fabric:
             continue
         rguid = normalize_guid(remote["guid"])
         rkind = _ports_kind(remote["nt"], remote["rdesc"])
-        rlid, rport = int(remote["lid"]), int(remote["port"])
+        rlid, rport = integer(remote["lid"]), integer(remote["port"])
         builder.node(rguid, rkind, remote["rdesc"], lid=rlid)
         builder.port(rguid, rport, _seen_port(rkind, rguid if rkind != "switch" else None, rlid))
         width, speed = _rate(match["width"], match["speed"], builder, line_no)
@@ -507,6 +527,7 @@ class _Listed:
     lid: int | None
 
 
+@guarded(_unreadable, keep=(FabricParseError,))
 def parse_iblinkinfo(text: str) -> Fabric:
     """Parse ``iblinkinfo`` output (full, ``-S <guid>`` or line mode ``-l``).
 
@@ -536,8 +557,8 @@ def parse_iblinkinfo(text: str) -> Fabric:
                     _ca_kind(description) if kind == "ca" else kind,
                     normalize_guid(item["guid"]),
                     description,
-                    int(item["nports"]),
-                    int(lid["lid"]) if lid else None,
+                    integer(item["nports"]),
+                    integer(lid["lid"]) if lid else None,
                 )
             )
             continue
@@ -586,8 +607,8 @@ def _linkinfo_port(
         node_guid,
         node_desc,
         normalize_guid(port["pguid"]) if port["pguid"] else None,
-        int(port["lid"]),
-        int(port["port"]),
+        integer(port["lid"]),
+        integer(port["port"]),
         width,
         speed,
         state,
@@ -639,7 +660,7 @@ def _resolve_linkinfo(builder: _Builder, listed: list[_Listed], ports: list[_Lin
         if rec.remote is None:
             continue
         rdesc = rec.remote["desc"].strip()
-        rlid, rport = int(rec.remote["lid"]), int(rec.remote["port"])
+        rlid, rport = integer(rec.remote["lid"]), integer(rec.remote["port"])
         rguid = normalize_guid(rec.remote["guid"]) if rec.remote["guid"] else by_lid.get(rlid) or unique(rdesc)
         if rguid is None:
             rguid = f"lid:{rlid}"

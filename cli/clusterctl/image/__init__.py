@@ -12,9 +12,7 @@ from __future__ import annotations
 IMAGE_FORMAT = 2
 """The image format: bump it when what an image holds or how it is captured changes (every hash changes)."""
 
-# Labels of a baked image (and so of every container made from it).
-LABEL_HASH = "clusterctl.image.hash"
-LABEL_PROFILE = "clusterctl.image.profile"
-LABEL_OS = "clusterctl.image.os"
-LABEL_ARCH = "clusterctl.image.arch"
-LABEL_FORMAT = "clusterctl.image.format"
+# Labels of a baked image (and so of every container made from it): the providers read them too.
+from clusterctl.run.docker import LABEL_ARCH, LABEL_FORMAT, LABEL_HASH, LABEL_OS, LABEL_PROFILE  # noqa: E402
+
+__all__ = ["IMAGE_FORMAT", "LABEL_ARCH", "LABEL_FORMAT", "LABEL_HASH", "LABEL_OS", "LABEL_PROFILE"]

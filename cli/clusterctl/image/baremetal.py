@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterctl.bounded import json_document
+from clusterctl.environ import Env
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner
 from clusterctl.image.drift import DPKG_QUERY, PackageListError, parse_packages
 from clusterctl.image.hash import ImageHash, host_arch
@@ -49,7 +51,7 @@ from clusterctl.run.events import EventBus
 from clusterctl.run.providers.local import DEFAULT_IMAGE
 
 NAME = "baremetal"
-BASE_IMAGE_ENV = "CLUSTERCTL_BASE_IMAGE"  # clusterctl.app.Env.BASE_IMAGE
+BASE_IMAGE_ENV = Env.BASE_IMAGE
 PHASE = "image"
 IMAGES = "pxe/http/images"
 TFTP_IMAGES = "pxe/tftp/images"
@@ -248,7 +250,7 @@ class BaremetalImageTarget:
     def read_record(self, name: str) -> ArchiveRecord | None:
         """The manifest of image ``name`` when it and its archive are intact."""
         try:
-            data = json.loads((self.folder(name) / MANIFEST).read_text())
+            data = json_document((self.folder(name) / MANIFEST).read_text(), "archive manifest")
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):

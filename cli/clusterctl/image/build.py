@@ -307,35 +307,6 @@ def failure_message(profile: str, result: ConfigureResult) -> str:
     return f"the install stage failed on the builder of {profile}: {failures}{where}"
 
 
-def target_for(plan: Plan, *, state_dir: Path | None = None, build_dir: Path | None = None) -> ImageTarget:
-    """The image target of the plan's provider.
-
-    ``state_dir`` (the cluster's) and ``build_dir`` (its rendered build directory) are where the
-    cloud targets keep their stack, keys and records and the bare-metal target its archives;
-    ``up`` checking a lock needs neither.
-
-    Raises:
-        ImageBuildError: the provider has no image target in this clusterctl.
-    """
-    if plan.cluster.provider == "local":
-        from clusterctl.image.local import LocalImageTarget
-        from clusterctl.run.providers.local import node_image
-
-        return LocalImageTarget(node_image(plan))
-    if plan.cluster.provider in ("aws", "gcp", "azure"):
-        from clusterctl.image.cloud import CloudImageTarget
-
-        return CloudImageTarget(plan, state_dir, build_dir or Path("build") / plan.cluster.name)
-    if plan.cluster.provider == "baremetal":
-        from clusterctl.image.baremetal import BaremetalImageTarget, default_base
-
-        return BaremetalImageTarget(plan, build_dir or Path("build") / plan.cluster.name, default_base())
-    raise ImageBuildError(
-        f"baked images for provider {plan.cluster.provider} are not available in this clusterctl; "
-        "its nodes install everything at `clusterctl up`"
-    )
-
-
 def check_locked(
     plan: Plan,
     lock: Lock,
@@ -362,5 +333,4 @@ __all__ = [
     "check_locked",
     "current_hashes",
     "failure_message",
-    "target_for",
 ]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from clusterctl.bounded import json_document
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner, failure_message
 from clusterctl.image.drift import DPKG_QUERY, installed_packages
 from clusterctl.image.hash import ImageHash
@@ -40,6 +41,9 @@ from clusterctl.run.ansible import ConfigureResult, run_playbook
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import Executor, SshExecutor
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.providers.images import (
+    RECORDS,
+)
 from clusterctl.run.providers.ssh_inventory import host_key_line, ssh_access, ssh_common_args, write_known_hosts
 from clusterctl.run.pulumi import (
     ORGANIZATION,
@@ -47,7 +51,6 @@ from clusterctl.run.pulumi import (
     PulumiError,
     PulumiStack,
     StackTarget,
-    output_mapping,
     require_pulumi_cli,
 )
 from clusterctl.run.sshkeys import KeyPair, ensure_client_key, ensure_host_keys
@@ -67,9 +70,7 @@ CONFIG = {
 }
 OUT_IMAGE = "image"
 OUT_IMAGE_SOURCE = "imageSource"
-OUT_NODE_IMAGES = "nodeImages"  # stacks/common/clusterctl_stack.py OUT_NODE_IMAGES (the cluster stacks)
 SEAL_PLAYBOOK = "image_seal.yml"
-RECORDS = Path("images") / "cloud"
 PHASE = "image"
 SSH_PORT = 22
 # Builder instances take a minute or two to boot and run cloud-init; a sealed one a minute to stop.
@@ -123,81 +124,6 @@ def image_target(plan: Plan, profile: str, digest: str, phase: str, source: str 
         },
         workspace=f"image-{profile}",
     )
-
-
-def apply_locked_images(plan: Plan, images: Mapping[str, str | LockedImage]) -> Plan:
-    """The plan with each cloud group of a locked profile booting that profile's image.
-
-    ``images``: hardware profile -> its locked image (or just its reference). Only the cloud
-    stacks read ``CloudInstanceGroupPlan.image``; a plan without a cloud section is returned as is.
-    """
-    if plan.cloud is None or not images:
-        return plan
-    refs = {p: (i if isinstance(i, str) else i.ref) for p, i in images.items()}
-    groups = [g.model_copy(update={"image": refs.get(g.hardware)}) for g in plan.cloud.groups]
-    return plan.model_copy(update={"cloud": plan.cloud.model_copy(update={"groups": groups})})
-
-
-def image_hashes(plan: Plan, images: Mapping[str, str | LockedImage], state_dir: Path) -> dict[str, str]:
-    """Hardware profile -> content hash of the locked image its cloud nodes boot.
-
-    A ``LockedImage`` carries its hash; for a bare reference the record this state directory
-    wrote when it captured the image says it (a reference it has no record of gives no hash, and
-    its nodes run both stages).
-    """
-    out: dict[str, str] = {}
-    folder = state_dir / RECORDS
-    records: dict[str, str] = {}
-    if any(isinstance(i, str) for i in images.values()) and folder.is_dir():
-        for path in sorted(folder.glob(f"{plan.cluster.provider}-*.json")):
-            try:
-                data = json.loads(read_text_nofollow(path, "image record") or "null")
-            except (OSError, ValueError, StateDirError):
-                continue
-            if isinstance(data, dict) and isinstance(data.get("ref"), str) and isinstance(data.get("hash"), str):
-                records[data["ref"]] = data["hash"]
-    for profile, image in images.items():
-        digest = records.get(image) if isinstance(image, str) else image.hash
-        if digest:
-            out[profile] = digest
-    return out
-
-
-def same_image(booted: str | None, ref: str | None) -> bool:
-    """Whether the image a cloud says an instance was made from is the locked reference.
-
-    GCP answers with a full URL where the lock may hold a partial one (``projects/...``), and Azure
-    resource ids compare without case.
-    """
-    if not booted or not ref:
-        return False
-
-    def norm(text: str) -> str:
-        text = text.strip().casefold()
-        at = text.find("projects/")
-        return text[at:] if text.startswith("https://") and at >= 0 else text
-
-    return norm(booted) == norm(ref)
-
-
-def made_from_locked(
-    plan: Plan, images: Mapping[str, str | LockedImage], outputs: Mapping[str, Any], state_dir: Path
-) -> dict[str, str]:
-    """Hostname -> content hash, for each node the cluster stack reports as made from its profile's locked image.
-
-    Why the stack's answer and not the plan: a node made before the lock named an image keeps the
-    image it was made from until it is replaced; only a node really booted from the baked image
-    may skip the install stage. ``nodeImages`` is what the cloud says each instance was made from.
-    """
-    hashes = image_hashes(plan, images, state_dir)
-    refs = {p: (i if isinstance(i, str) else i.ref) for p, i in images.items()}
-    booted = output_mapping(dict(outputs), OUT_NODE_IMAGES, "the cluster stack")
-    out: dict[str, str] = {}
-    for node in plan.nodes:
-        digest = hashes.get(node.hardware)
-        if digest and same_image(booted.get(node.hostname), refs.get(node.hardware)):
-            out[node.hostname] = digest
-    return out
 
 
 @dataclass(frozen=True)
@@ -326,7 +252,7 @@ class CloudImageTarget:
         path = self.record_path(digest)
         try:
             text = read_text_nofollow(path, "image record")
-            data = json.loads(text) if text else None
+            data = json_document(text, "image record") if text else None
         except (OSError, ValueError, StateDirError):
             return None
         if not isinstance(data, dict) or data.get("hash") != digest:

@@ -79,7 +79,13 @@ NODE_HOST_VARS = frozenset(
     }
 )
 """Host variables of one node (its address, place, name of its profile): never in a hash."""
-_PER_PROFILE = ("clusterctl_nccl_fabrics", "clusterctl_nccl_topologies")
+_PER_PROFILE = (
+    "clusterctl_nccl_fabrics",
+    "clusterctl_nccl_topologies",
+    "clusterctl_container_storage",
+    "clusterctl_doca",
+    "clusterctl_gpudirect",
+)
 
 _INCLUDE_TASKS = {"import_tasks", "include_tasks", "ansible.builtin.import_tasks", "ansible.builtin.include_tasks"}
 _INCLUDE_ROLE = {"import_role", "include_role", "ansible.builtin.import_role", "ansible.builtin.include_role"}

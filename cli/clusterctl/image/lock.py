@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterctl.bounded import json_document
 from clusterctl.image.hash import ImageHash, explain
 from clusterctl.run.state import write_atomic
 
@@ -156,7 +157,7 @@ def parse_lock(text: str, path: Path) -> Lock:
         LockError: not JSON, another lock version, or a field of the wrong shape.
     """
     try:
-        data = json.loads(text)
+        data = json_document(text, "lock")
     except ValueError as exc:
         raise _fail(path, f"not valid JSON ({exc}); a merge conflict left in it?") from None
     if not isinstance(data, dict):

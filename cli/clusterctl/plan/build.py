@@ -22,7 +22,7 @@ from clusterctl.catalog.tools import nccl_tests_checksum, nccl_tests_url
 from clusterctl.plan.burst import resolve_burst_cloud
 from clusterctl.plan.cloud import resolve_baremetal, resolve_cloud
 from clusterctl.plan.fabric import resolve_fabric
-from clusterctl.plan.models import ClusterInfo, MonitoringPlan, NcclProfile, Plan, PlanNode
+from clusterctl.plan.models import ClusterInfo, MonitoringPlan, NcclProfile, Plan, PlanNode, SitePlan
 from clusterctl.plan.nccl import nccl_profiles
 from clusterctl.plan.nccl_cloud import gcp_versions
 from clusterctl.plan.nodes import make_nodes, node_groups, place_nodes
@@ -57,6 +57,7 @@ def _versions(spec: Spec, nccl: list[NcclProfile]) -> dict[str, str]:
     for stack in (p.efa for p in nccl if p.efa is not None):
         versions["efa_installer"] = stack.installer
         versions["aws_ofi_nccl"] = stack.aws_ofi_nccl
+        versions["gdrcopy"] = stack.gdrcopy
     versions.update(gcp_versions(spec))
     return versions
 
@@ -82,6 +83,8 @@ def _cluster_info(spec: Spec, spec_file: str, nodes: list[PlanNode], nccl: list[
         nccl_tests_checksum=(spec.versions.nccl_tests_checksum or nccl_tests_checksum(spec.versions.nccl_tests) or ""),
         cuda_repo=spec.mirrors.cuda_repo,
         cuda_repo_key=spec.mirrors.cuda_repo_key,
+        cuda_repo_key_sha256=spec.mirrors.cuda_repo_key_sha256,
+        container_check_image=spec.acceptance.container_image if spec.container_runtime == "enroot" else None,
     )
 
 
@@ -116,6 +119,11 @@ def build_plan(spec: Spec, base_dir: Path, spec_file: str = "spec.yaml", swaps: 
         cloud=resolve_cloud(spec, nodes),
         baremetal=resolve_baremetal(spec, nodes, base_dir),
         burst_cloud=resolve_burst_cloud(spec, nodes),
+        site=SitePlan(
+            dns_servers=[str(a) for a in spec.site.dns_servers],
+            search_domains=list(spec.site.search_domains),
+            ntp_servers=list(spec.site.ntp_servers),
+        ),
     )
 
 

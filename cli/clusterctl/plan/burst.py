@@ -11,8 +11,11 @@ addresses come out exactly as the cluster stacks would make them. What differs:
   another group's;
 - labels carry the real cluster name and the group (:data:`GROUP_LABEL`): the burst stack tags
   everything with both, and the controller's least-privilege policy is scoped by them;
+- the network is the group's own (``burst.provider.cidr``), and the on-prem management network
+  is admitted as a peer (``CloudPlan.peer_cidrs``): slurmctld and srun reach the nodes over the
+  routed link;
 - no bastion and no managed Lustre: the controller reaches burst nodes inside the network,
-  and burst nodes mount the cluster's file systems.
+  and burst nodes mount the cluster's file systems they can reach (``burst.mounts``).
 
 Pure, like the rest of ``plan``; the burst stack (``stacks/burst``), ``run.burst_cloud`` and
 ``render.burst`` read ``plan.burst_cloud`` and never the spec.
@@ -20,7 +23,7 @@ Pure, like the rest of ``plan``; the burst stack (``stacks/burst``), ``run.burst
 
 from __future__ import annotations
 
-from clusterctl.plan.cloud import CLUSTER_LABEL, MANAGED_BY_LABEL, resolve_cloud
+from clusterctl.plan.cloud import CLUSTER_LABEL, MANAGED_BY_LABEL, is_cloud, resolve_cloud
 from clusterctl.plan.models import CloudPlan, PlanNode
 from clusterctl.spec.models import Spec
 
@@ -52,10 +55,17 @@ def resolve_burst_cloud(spec: Spec, nodes: list[PlanNode]) -> dict[str, CloudPla
     for group in spec.nodes:
         if group.burst is None or group.burst.provider.kind not in CLOUD_BURST_KINDS:
             continue
+        provider = group.burst.provider
+        # The group's own network (rule BUR004 requires it): the stack's VPC/subnet, never the
+        # on-prem management network, which only reaches it through the routed link.
+        network = spec.network
+        if is_cloud(provider) and provider.cidr is not None:
+            network = network.model_copy(update={"management_cidr": provider.cidr, "gateway": None})
         alone = spec.model_copy(
             update={
                 "name": f"{spec.name}-{group.group}",
-                "provider": group.burst.provider,
+                "provider": provider,
+                "network": network,
                 # Without ``burst`` the group is an ordinary instance group to resolve_cloud.
                 "nodes": [group.model_copy(update={"burst": None})],
                 # No managed Lustre: burst nodes mount the cluster's file systems.
@@ -70,5 +80,7 @@ def resolve_burst_cloud(spec: Spec, nodes: list[PlanNode]) -> dict[str, CloudPla
         )
         if cloud is None:  # pragma: no cover - the kind was checked above
             continue
-        out[group.group] = cloud
+        # slurmctld, srun and the login nodes are on the management network (on-prem, over the link).
+        peers = [str(spec.network.management_cidr)] if cloud.network_cidr != str(spec.network.management_cidr) else []
+        out[group.group] = cloud.model_copy(update={"peer_cidrs": peers})
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from clusterctl.catalog.cloud_services import (
     AMLFS_TIERS,
@@ -113,6 +113,51 @@ def split_network(network: IPv4Network) -> tuple[IPv4Network, IPv4Network | None
     public = blocks[0]
     storage = blocks[1] if len(blocks) > 1 else None
     return lower, public, storage
+
+
+# Addresses each cloud keeps for itself in every subnet, (at the start, at the end): AWS the network
+# address, the VPC router, DNS, one for future use and the broadcast address (Amazon VPC User Guide,
+# "Subnet CIDR blocks"); GCP the network, the default gateway, the second-to-last and the broadcast
+# address (VPC docs, "Reserved IP addresses in IPv4 subnets"); Azure the network, the gateway, two for
+# Azure DNS and the broadcast address (Azure Virtual Network FAQ). Burst nodes never take one.
+RESERVED_ADDRESSES: dict[str, tuple[int, int]] = {"aws": (4, 1), "gcp": (2, 2), "azure": (4, 1)}
+
+
+def is_cloud(provider: object) -> TypeGuard[CloudProvider]:
+    """Whether a provider block is one of the clouds (aws, gcp, azure)."""
+    return isinstance(provider, AwsProvider | GcpProvider | AzureProvider)
+
+
+def existing_subnet(provider: CloudProvider) -> str | None:
+    """The existing node subnet (or subnetwork) the provider names, if any."""
+    if isinstance(provider, AwsProvider | AzureProvider):
+        return provider.subnet_id
+    return provider.subnetwork
+
+
+def burst_node_subnet(provider: CloudProvider) -> IPv4Network | None:
+    """The subnet a cloud burst group's nodes are in: ``provider.cidr`` itself when it is an existing
+    subnet's range, else the lower half of it (the node subnet the burst stack makes, as split_network)."""
+    if provider.cidr is None:
+        return None
+    if existing_subnet(provider):
+        return provider.cidr
+    return split_network(provider.cidr)[0]
+
+
+def burst_addresses(provider: CloudProvider, count: int) -> list[str] | None:
+    """``count`` node addresses in the burst group's own subnet, past the provider's reserved ones.
+
+    None when the provider names no ``cidr`` or the subnet is too small (rule BUR004 says which).
+    """
+    subnet = burst_node_subnet(provider)
+    if subnet is None:
+        return None
+    first, last = RESERVED_ADDRESSES[provider.kind]
+    if count > subnet.num_addresses - first - last:
+        return None
+    base = int(subnet.network_address) + first
+    return [str(IPv4Address(base + i)) for i in range(count)]
 
 
 def _labels(spec: Spec) -> dict[str, str]:
@@ -238,6 +283,15 @@ def _groups(
         placement = gpu_compute and not (isinstance(provider, AwsProvider) and provider.capacity_block)
         if isinstance(provider, GcpProvider) and provider.placement_policy == "none":
             placement = False
+        # The vendor's reference does without compact placement for some types (A3 Ultra): an
+        # explicit `placement_policy: compact` still asks for it.
+        if (
+            isinstance(provider, GcpProvider)
+            and itype is not None
+            and not itype.compact_placement
+            and "placement_policy" not in provider.model_fields_set
+        ):
+            placement = False
         reserved = gpu_compute and bool(
             (isinstance(provider, AwsProvider) and provider.capacity_reservation_id)
             or (isinstance(provider, GcpProvider) and provider.reservation)
@@ -264,6 +318,8 @@ def _groups(
                 else None,
                 placement=placement,
                 capacity_reservation=reserved,
+                # The vendor's image for the type, unless the spec names one (provider.image).
+                os_image=(itype.vendor_images.get(spec.os) if itype and provider.image is None else None),
                 scale_set=f"{spec.name}-{group.group}" if isinstance(provider, AzureProvider) and gpu_compute else None,
             )
         )

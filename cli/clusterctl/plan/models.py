@@ -81,6 +81,10 @@ class NodeGroupPlan(PlanModel):
     hosts: str = Field(description="hostlist of every node in the group")
     active_hosts: str = Field(description="hostlist of the nodes in service (neither spares nor replaced)")
     burst: bool = False
+    provider: str | None = Field(None, description="where the nodes run: a burst group's provider, else the cluster's")
+    fabric: str | None = Field(
+        None, description="compute groups: the fabric their NCCL uses (a cloud GPU type's own, else fabric.kind)"
+    )
 
 
 class LeafPlan(PlanModel):
@@ -155,6 +159,21 @@ class TopologyBlock(PlanModel):
 
     name: str
     nodes: str
+
+
+class SlurmParam(PlanModel):
+    """One slurm.conf parameter the site adds (spec ``site.slurm_conf``), its value as slurm.conf writes it."""
+
+    name: str
+    value: str
+
+
+class SitePlan(PlanModel):
+    """Name and time servers every node gets (spec ``site``); empty lists leave the node's own."""
+
+    dns_servers: list[str] = Field(default_factory=list)
+    search_domains: list[str] = Field(default_factory=list)
+    ntp_servers: list[str] = Field(default_factory=list)
 
 
 class SlurmNodeLine(PlanModel):
@@ -253,7 +272,11 @@ class SlurmPlan(PlanModel):
     message_timeout_s: int | None = None
     batch_start_timeout_s: int | None = None
     prolog_epilog_timeout_s: int | None = None
+    cred_expire_s: int | None = Field(None, description="AuthInfo=cred_expire (seconds), with the long prologs")
     timeouts_source: str | None = Field(None, description="vendor file the long-prolog timeouts come from")
+    state_save_location: str = Field("/var/spool/slurmctld", description="slurmctld's StateSaveLocation")
+    state_save_tier: str | None = Field(None, description="storage tier holding StateSaveLocation (mounted first)")
+    site_params: list[SlurmParam] = Field(default_factory=list, description="the site's slurm.conf parameters")
 
 
 class LnetNetwork(PlanModel):
@@ -364,6 +387,7 @@ class NcclVendorSlurm(PlanModel):
     message_timeout_s: int | None = None
     batch_start_timeout_s: int | None = None
     prolog_epilog_timeout_s: int | None = None
+    cred_expire_s: int | None = Field(None, description="AuthInfo=cred_expire: step credentials outlive the prolog")
     partition_source: str = Field(description="vendor file of the partition settings")
     timeouts_source: str | None = Field(None, description="vendor file of the timeouts")
 
@@ -380,7 +404,29 @@ class EfaStack(PlanModel):
     ofi_nccl_checksum: str | None = None
     ofi_nccl_libdir: str = Field(description="where the plugin's libraries are on the node")
     ofi_nccl_files: list[str] = Field(default_factory=list, description="the plugin's library names")
+    gdrcopy: str = Field("", description="NVIDIA GDRCopy release roles/efa builds (ParallelCluster's); empty: none")
+    gdrcopy_checksum: str = Field("", description="'sha256:<hex>' of its release archive")
     sources: list[str] = Field(default_factory=list)
+
+
+class ContainerMount(PlanModel):
+    """A host path every container on the profile's nodes gets, read-only at the same path (enroot mounts.d)."""
+
+    path: str
+    kind: Literal["dir", "file"] = Field(description="what enroot creates in the container to mount on (x-create)")
+    writable: bool = Field(False, description="mounted read-write (devices a plugin maps), else read-only")
+    recursive: bool = Field(False, description="with the mounts below it (rbind): a directory of bind mounts")
+    why: str
+    source: str | None = Field(None, description="vendor file (owner/repo:path@commit:line) that mounts it")
+
+
+class DocaPlan(PlanModel):
+    """NVIDIA DOCA-OFED from its host repository package (roles/rdma)."""
+
+    version: str
+    url: str
+    checksum: str = Field(description="'sha256:<hex>' of the repository package")
+    source: str
 
 
 class NcclProfile(PlanModel):
@@ -408,7 +454,18 @@ class NcclProfile(PlanModel):
     job_daemon: NcclJobDaemon | None = None
     slurm: NcclVendorSlurm | None = Field(None, description="Slurm settings the vendor's reference cluster uses")
     efa: EfaStack | None = Field(None, description="EFA installer and aws-ofi-nccl (AWS EFA profiles)")
+    doca: DocaPlan | None = Field(None, description="DOCA-OFED the nodes get (Azure ND, as Azure's HPC image)")
+    gpudirect: Literal["peermem", "dmabuf"] | None = Field(
+        None, description="GPUDirect RDMA path the vendor's image takes (None: each node decides, roles/nvidia_driver)"
+    )
     sources: list[str] = Field(default_factory=list, description="where the settings come from")
+    container_mounts: list[ContainerMount] = Field(
+        default_factory=list, description="what every pyxis/enroot container gets from the host for NCCL"
+    )
+    container_storage: str | None = Field(
+        None, description="where enroot keeps its per-user data on these nodes (a local SSD array), if not the default"
+    )
+    container_storage_source: str | None = Field(None, description="vendor file that puts enroot's data there")
 
 
 class PowerPlan(PlanModel):
@@ -480,6 +537,10 @@ class ClusterInfo(PlanModel):
     nccl_tests_checksum: str = Field("", description="its checksum (sha256:<hex>)")
     cuda_repo: Url | None = Field(None, description="a mirror of NVIDIA's CUDA repository (None: NVIDIA's own)")
     cuda_repo_key: Url | None = Field(None, description="the mirror's signing key (None: the repository's key file)")
+    cuda_repo_key_sha256: str | None = Field(None, description="the key file's sha256 (sha256:<hex>), checked")
+    container_check_image: str | None = Field(
+        None, description="image verify's container transport check starts through pyxis (None: no such check)"
+    )
 
     @model_validator(mode="after")
     def _provider_is_its_config_s(self) -> ClusterInfo:
@@ -558,6 +619,9 @@ class CloudInstanceGroupPlan(PlanModel):
     placement: bool = Field(False, description="joins the cluster placement group / compact policy / scale set")
     capacity_reservation: bool = Field(False, description="launches into the provider's capacity reservation")
     scale_set: str | None = Field(None, description="Azure: the scale set (single placement group) of the group")
+    os_image: str | None = Field(
+        None, description="the vendor's boot image for the machine type (A3 Ultra: Ubuntu's accelerator image)"
+    )
     image: str | None = Field(
         None, description="the baked image of the group's hardware profile (clusterctl.lock); None: the OS image"
     )
@@ -601,6 +665,10 @@ class CloudPlan(PlanModel):
     ssh_user: str
     root_volume_gib: int
     network_cidr: str
+    peer_cidrs: list[str] = Field(
+        default_factory=list,
+        description="networks outside network_cidr the nodes admit: a burst group's on-prem management network",
+    )
     existing_network: str | None = Field(None, description="VPC id / network name to use instead of creating one")
     subnets: list[CloudSubnetPlan]
     gpu_networks: list[CloudSubnetPlan] = Field(default_factory=list, description="GCP: one VPC per GPU NIC")
@@ -736,10 +804,23 @@ class Plan(PlanModel):
     cloud: CloudPlan | None = Field(None, description="what the cloud stack creates (aws, gcp, azure)")
     baremetal: BaremetalPlan | None = Field(None, description="PXE and BMC facts (baremetal)")
     burst_cloud: dict[str, CloudPlan] = Field(default_factory=dict, description="cloud burst group -> its burst stack")
+    site: SitePlan = Field(default_factory=SitePlan, description="name and time servers of every node")
 
     def node(self, hostname: str) -> PlanNode:
         """The node named ``hostname``."""
         return _first(self.nodes, lambda node: node.hostname == hostname, hostname)
+
+    def launcher(self) -> str:
+        """Where Slurm commands run: the first login node, else the first controller.
+
+        Raises:
+            ValueError: The plan has neither.
+        """
+        for role in ("login", "controller"):
+            for node in self.nodes:
+                if node.role == role:
+                    return node.hostname
+        raise ValueError("The plan has neither a login node nor a controller to run Slurm commands from.")
 
     def summary(self) -> dict[str, Any]:
         """The sizing report (what ``clusterctl plan --output json`` prints)."""

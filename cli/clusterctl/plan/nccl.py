@@ -8,6 +8,7 @@ Sources: techref §1.1-1.4 (NCCL env.rst), vendor files for cloud fabrics.
 from __future__ import annotations
 
 from clusterctl.catalog.compat import at_least
+from clusterctl.plan.containers import with_containers
 from clusterctl.plan.models import NcclProfile, NcclSetting
 from clusterctl.plan.nccl_cloud import cloud_nccl_profile
 from clusterctl.spec.models import HardwareProfile, Spec
@@ -120,12 +121,17 @@ def nccl_profiles(spec: Spec) -> list[NcclProfile]:
         # Cloud fabrics (EFA, GPUDirect-TCPX/TCPXO, Azure ND) follow their vendors' settings.
         cloud = cloud_nccl_profile(spec, name, profile)
         if cloud is not None:
-            out.append(cloud)
+            out.append(with_containers(cloud))
             continue
         notes = [gpudirect_note(spec)] if spec.fabric.kind in ("infiniband", "roce") else []
         out.append(
-            NcclProfile(
-                hardware=name, gpu_model=profile.gpus.model, settings=nccl_settings(spec, name, profile), notes=notes
+            with_containers(
+                NcclProfile(
+                    hardware=name,
+                    gpu_model=profile.gpus.model,
+                    settings=nccl_settings(spec, name, profile),
+                    notes=notes,
+                )
             )
         )
     return out

@@ -21,8 +21,10 @@ from typing import Any
 from clusterctl.catalog import efa
 from clusterctl.catalog.cloud_services import DEFAULT_GPUDIRECT_PLUGIN, GpuDirectRelease, gpudirect_release
 from clusterctl.catalog.compat import at_least, version_tuple
+from clusterctl.catalog.doca import AZURE_DOCA, AZURE_DOCA_SOURCE
 from clusterctl.catalog.instances import InstanceType, instance_type
 from clusterctl.plan.models import (
+    DocaPlan,
     EfaStack,
     NcclJobDaemon,
     NcclProfile,
@@ -33,7 +35,7 @@ from clusterctl.plan.models import (
     NcclVendorSlurm,
 )
 from clusterctl.spec.models import HardwareProfile, Spec
-from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider
+from clusterctl.spec.providers import AwsProvider, AzureProvider, GcpProvider, Provider
 
 # Where Azure's HPC image keeps the topology files (roles/nccl installs ours there, the same way).
 AZURE_TOPO_DIR = "/opt/microsoft"
@@ -86,6 +88,8 @@ def efa_stack(provider: AwsProvider) -> EfaStack:
         ofi_nccl_checksum=provider.aws_ofi_nccl_checksum or efa.OFI_NCCL_CHECKSUMS.get(plugin),
         ofi_nccl_libdir=efa.ofi_nccl_libdir(plugin),
         ofi_nccl_files=list(efa.ofi_nccl_files(plugin).names),
+        gdrcopy=efa.GDRCOPY_VERSION,
+        gdrcopy_checksum=efa.GDRCOPY_CHECKSUM,
         sources=EFA_STACK_SOURCES,
     )
 
@@ -120,6 +124,23 @@ def _aws(spec: Spec, provider: AwsProvider, name: str, itype: InstanceType) -> N
                 "from 1.16.0 the plugin names itself",
             )
         )
+    if itype.name.startswith(("p5", "p6")) and not at_least(plugin, "1.16.0"):
+        # AWS's nccl-tests scripts export both on p5 (awsome-distributed-training:micro-benchmarks/
+        # nccl-tests/slurm/nccl-tests-container.sbatch@7217859 lines 40 and 43, nccl-tests-ami.sbatch
+        # lines 40-41); aws-ofi-nccl sets them itself for p5/p5e/p5en/p6 from v1.16.0 only
+        # (src/platform-aws.cpp@v1.16.0 platform_data_map .env, lines 146-147 for p5/p5e; absent at
+        # v1.15.0). The two agree on the values; before 1.16.0 only the job can set them.
+        for variable, value, why in (
+            ("NCCL_BUFFSIZE", "8388608", "8 MiB buffers deepen the send queue over EFA"),
+            ("NCCL_P2P_NET_CHUNKSIZE", "524288", "512 KiB chunks for send/recv, all-to-all over EFA"),
+        ):
+            job.append(
+                _s(
+                    variable,
+                    value,
+                    f"{why}: AWS's nccl-tests sbatch sets it on {itype.name}; aws-ofi-nccl {plugin} < 1.16.0 does not",
+                )
+            )
     if not at_least(plugin, "1.6.0"):
         # aws-ofi-nccl <= 1.5.0 did not pick the EFA provider or a safe protocol by itself.
         job.append(_s("FI_PROVIDER", "efa", f"aws-ofi-nccl {plugin} <= 1.5.0 does not select libfabric's efa itself"))
@@ -198,6 +219,8 @@ _LONG_PROLOG = {
     "message_timeout_s": 600,
     "batch_start_timeout_s": 600,
     "prolog_epilog_timeout_s": 600,
+    # Line 44 of the template, beside the timers: a step credential that outlives the 600 s prolog.
+    "cred_expire_s": 600,
     "timeouts_source": LONG_PROLOG_TPL,
 }
 
@@ -321,9 +344,6 @@ def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version:
         _s("NCCL_SOCKET_IFNAME", host, "bootstrap over the host NIC"),
         _s("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices", "where the LLCM aperture devices appear"),
     ]
-    # RxDM before v1.0.20 still expects --num_nics=8 --uid= --alsologtostderr (retired since:
-    # google/nccl-plugin-gpudirect-tcpxo README, "Notes for Existing Users").
-    legacy = release.rxdm_legacy_flags if release else False
     profile_script = f"{TCPXO_LIB_DIR}/nccl-env-profile.sh"
     daemon = _rxdm(
         release,
@@ -333,7 +353,11 @@ def _tcpxo(name: str, itype: InstanceType, settings: list[NcclSetting], version:
             "--env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu",
         ],
         TCPXO_LIB_DIR,
-        args=["--num_hops=2", *(["--num_nics=8", "--uid=", "--alsologtostderr"] if legacy else [])],
+        # The flags of Google's prolog (receive-data-path-manager-mega@13fd92b line 73). The two
+        # references disagree: google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1 ("Notes for
+        # Existing Users") retires all but --num_hops=2 from tcpgpudmarxd v1.0.20, where the others
+        # are accepted and only logged. The prolog's are kept: every RxDM release takes them.
+        args=["--num_hops=2", "--num_nics=8", "--uid=", "--alsologtostderr"],
         install_check=profile_script,
         # Google's prolog loads the dmabuf import helper (DKMS module import-helper) first.
         modules=["import-helper"],
@@ -412,12 +436,16 @@ def gcp_versions(spec: Spec) -> dict[str, str]:
     The roles install exactly these: the TCPXO plugin installer and RxDM image tags (the prolog
     runs them), the dmabuf-import-helper DKMS module on A3 Mega, nccl-gib on A3 Ultra.
     """
-    provider = spec.provider
-    if not isinstance(provider, GcpProvider):
-        return {}
-    fabrics = {
-        t.fabric for t in (instance_type(p.instance_type) for p in spec.hardware.values() if p.gpus) if t is not None
-    }
+    out: dict[str, str] = {}
+    for name, profile in sorted(spec.hardware.items()):
+        provider = profile_provider(spec, name)
+        itype = instance_type(profile.instance_type)
+        if isinstance(provider, GcpProvider) and profile.gpus and itype is not None:
+            out.update(_gcp_versions(provider, {itype.fabric}))
+    return out
+
+
+def _gcp_versions(provider: GcpProvider, fabrics: set[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     if "gpudirect-tcpxo" in fabrics:
         version = _plugin_version(provider, "gpudirect-tcpxo")
@@ -464,7 +492,17 @@ def topology_of(itype: InstanceType) -> NcclTopology | None:
     )
 
 
-def _azure(name: str, itype: InstanceType) -> NcclProfile:
+def _azure_doca(spec: Spec) -> DocaPlan | None:
+    """DOCA-OFED of Azure's HPC image for the spec's OS (None where Azure's image pins none)."""
+    release = AZURE_DOCA.get(spec.os)
+    if release is None:
+        return None
+    return DocaPlan(
+        version=release.version, url=release.url, checksum=f"sha256:{release.sha256}", source=AZURE_DOCA_SOURCE
+    )
+
+
+def _azure(spec: Spec, name: str, itype: InstanceType) -> NcclProfile:
     """Azure ND: the /etc/nccl.conf and topology file of Azure's HPC image, at the image's paths.
 
     Azure/azhpc-images:components/customizations/ndv5.sh@8e9d055 writes exactly these three lines
@@ -504,6 +542,7 @@ def _azure(name: str, itype: InstanceType) -> NcclProfile:
             "the VM's job CPU masks do not follow the host NUMA layout; use the GPU's affinity (azhpc-images ndv5.sh)",
         )
     )
+    doca = _azure_doca(spec)
     return _profile(
         name,
         itype,
@@ -514,12 +553,52 @@ def _azure(name: str, itype: InstanceType) -> NcclProfile:
         topo_path=topo_path,
         topo_file=topo_file,
         sources=AZURE_SOURCES,
+        # Azure's image: DOCA-OFED and nvidia-peermem (ndv5.sh line 31), not inbox rdma-core with DMA-BUF.
+        doca=doca,
+        gpudirect="peermem" if doca is not None else None,
+        notes=[
+            "GPUDirect RDMA: nvidia-peermem with DOCA-OFED "
+            + (f"{doca.version} " if doca else "")
+            + "as Azure's HPC image has it (Azure/azhpc-images:components/customizations/ndv5.sh@8e9d055 line 31, "
+            "versions.json doca); DMA-BUF would also work with the open kernel modules, but the image's path is "
+            "the one Azure qualifies."
+        ]
+        if doca
+        else [],
     )
 
 
+def profile_provider(spec: Spec, name: str) -> Provider:
+    """The provider the nodes of hardware profile ``name`` run on.
+
+    A profile that only burst groups use runs on their provider (a p5 profile of an on-prem
+    cluster's AWS burst group is on EFA, not on the on-prem fabric); otherwise the cluster's.
+    Rule BUR002 refuses a profile shared by groups on different providers.
+    """
+    groups = [g for g in spec.nodes if g.hardware == name]
+    if groups and all(g.burst is not None for g in groups):
+        first = groups[0].burst
+        assert first is not None
+        return first.provider
+    return spec.provider
+
+
+def profile_fabric(spec: Spec, name: str) -> str:
+    """The fabric kind hardware profile ``name``'s nodes use: a cloud GPU type's own, else fabric.kind."""
+    profile = spec.hardware.get(name)
+    itype = instance_type(profile.instance_type) if profile else None
+    provider = profile_provider(spec, name)
+    if itype is not None and itype.is_gpu and itype.provider == provider.kind and itype.fabric:
+        return itype.fabric
+    return spec.fabric.kind
+
+
 def cloud_nccl_profile(spec: Spec, name: str, profile: HardwareProfile) -> NcclProfile | None:
-    """The NCCL profile of a GPU hardware profile on a cloud provider; None when not on a cloud."""
-    provider = spec.provider
+    """The NCCL profile of a GPU hardware profile on a cloud provider; None when not on a cloud.
+
+    The provider is the one its nodes run on (:func:`profile_provider`): a burst group's.
+    """
+    provider = profile_provider(spec, name)
     itype = instance_type(profile.instance_type)
     if itype is None or not itype.is_gpu:
         return None
@@ -528,5 +607,5 @@ def cloud_nccl_profile(spec: Spec, name: str, profile: HardwareProfile) -> NcclP
     if isinstance(provider, GcpProvider) and itype.fabric in ("gpudirect-tcpx", "gpudirect-tcpxo", "gcp-rdma"):
         return _gcp(spec, provider, name, itype)
     if isinstance(provider, AzureProvider) and itype.fabric == "infiniband":
-        return _azure(name, itype)
+        return _azure(spec, name, itype)
     return None

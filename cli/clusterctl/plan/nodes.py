@@ -16,7 +16,9 @@ from pathlib import Path
 
 from clusterctl.catalog.gpus import ASSUMED_CPU_SERVER_W, ASSUMED_GPU_SERVER_OVERHEAD_W, GPU_MODELS
 from clusterctl.hostlist import compress
+from clusterctl.plan.cloud import burst_addresses, is_cloud
 from clusterctl.plan.models import NodeGroupPlan, PlanNode
+from clusterctl.plan.nccl_cloud import profile_fabric
 from clusterctl.plan.service import Swap, place
 from clusterctl.spec.machines import Machine, MachinesError, read_machines
 from clusterctl.spec.models import HardwareProfile, NodeGroup, Spec
@@ -119,6 +121,11 @@ def place_nodes(spec: Spec, base_dir: Path) -> tuple[list[Seat], list[str]]:
         if assumption and assumption not in assumptions:
             assumptions.append(assumption)
         provider_kind = group.burst.provider.kind if group.burst else spec.provider.kind
+        # A cloud burst group has its own network (burst.provider.cidr): its addresses come from
+        # there and take none of the management network's.
+        own = None
+        if group.burst is not None and is_cloud(group.burst.provider):
+            own = burst_addresses(group.burst.provider, group.count)
         for index in range(1, group.count + 1):
             hostname = group.hostname.format(group=group.group, index=index)
             machine = machines.get(hostname)
@@ -139,7 +146,7 @@ def place_nodes(spec: Spec, base_dir: Path) -> tuple[list[Seat], list[str]]:
                 Seat(
                     hostname=hostname,
                     index=index,
-                    address=str(IPv4Address(int(network.network_address) + offset)),
+                    address=own[index - 1] if own else str(IPv4Address(int(network.network_address) + offset)),
                     rack=rack,
                     group=group,
                     profile=profile,
@@ -148,7 +155,8 @@ def place_nodes(spec: Spec, base_dir: Path) -> tuple[list[Seat], list[str]]:
                     power_w=power,
                 )
             )
-            offset += 1
+            if not own:
+                offset += 1
     if per_rack is None and not machines and any(s.in_fabric for s in seats):
         assumptions.append(
             f"racks: {DEFAULT_GPU_NODES_PER_RACK} GPU or {DEFAULT_CPU_NODES_PER_RACK} CPU nodes per rack "
@@ -229,6 +237,8 @@ def node_groups(spec: Spec, nodes: list[PlanNode]) -> list[NodeGroupPlan]:
                 hosts=compress(n.hostname for n in members),
                 active_hosts=compress(n.hostname for n in members if n.in_service),
                 burst=group.burst is not None,
+                provider=group.burst.provider.kind if group.burst else spec.provider.kind,
+                fabric=profile_fabric(spec, group.hardware) if group.role == "compute" else None,
             )
         )
     return groups

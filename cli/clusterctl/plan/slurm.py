@@ -20,6 +20,7 @@ from clusterctl.plan.models import (
     NcclVendorSlurm,
     PlanNode,
     SlurmNodeLine,
+    SlurmParam,
     SlurmPartitionPlan,
     SlurmPlan,
     TopologyBlock,
@@ -232,5 +233,26 @@ def resolve_slurm(spec: Spec, nodes: list[PlanNode], fabric: FabricLayout, nccl:
         message_timeout_s=_largest([v.message_timeout_s for v in vendor.values()]),
         batch_start_timeout_s=_largest([v.batch_start_timeout_s for v in vendor.values()]),
         prolog_epilog_timeout_s=_largest([v.prolog_epilog_timeout_s for v in vendor.values()]),
+        cred_expire_s=_largest([v.cred_expire_s for v in vendor.values()]),
         timeouts_source="; ".join(timeouts_sources) or None,
+        **_state_save(spec),
+        site_params=[
+            SlurmParam(name=name, value=_conf_value(value)) for name, value in sorted(spec.site.slurm_conf.items())
+        ],
     )
+
+
+def _conf_value(value: bool | int | str) -> str:
+    """A site value as slurm.conf writes it: YES/NO for true/false."""
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    return str(value)
+
+
+def _state_save(spec: Spec) -> dict[str, str | None]:
+    """StateSaveLocation and the storage tier it is on (rules SLU004: on one, with two controllers)."""
+    location = spec.slurm.state_save_location
+    if location is None:
+        return {}
+    tier = next((t.name for t in spec.storage if location.startswith(t.mount.rstrip("/") + "/")), None)
+    return {"state_save_location": location, "state_save_tier": tier}

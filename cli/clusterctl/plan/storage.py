@@ -70,15 +70,19 @@ def resolve_storage(
 ) -> tuple[list[StoragePlan], list[LnetProfile]]:
     """Each tier as the nodes mount it, and the LNet networks of the profiles that mount Lustre.
 
-    Burst nodes mount nothing here; RDMA tiers (Lustre over o2ib, WEKA) are mounted by the nodes
-    that have storage NICs; ``checkpoint_bytes`` gives a checkpoint tier its write time.
+    Burst nodes mount the tiers their group's ``burst.mounts`` lists (NFS, Lustre over TCP);
+    RDMA tiers (Lustre over o2ib, WEKA) are mounted by the nodes that have storage NICs;
+    ``checkpoint_bytes`` gives a checkpoint tier its write time.
     """
     out: list[StoragePlan] = []
     fixed = [n for n in nodes if not n.burst]
+    # Burst groups mount what their `burst.mounts` lists (rule BUR005 keeps it to what they reach).
+    listed = {g.group: set(g.burst.mounts or []) for g in spec.nodes if g.burst is not None}
     lnet_nets: list[str] = []
     lnet_hosts: dict[str, PlanNode] = {}
     for tier in spec.storage:
         extra: dict[str, list[str]] = {}
+        burst = [n for n in nodes if n.burst and tier.name in listed.get(n.group, set())]
         if isinstance(tier, LustreStorage) and tier.managed:
             # A cloud's managed Lustre: its address exists only once the stack made it, so the unit
             # names the tier and roles/storage_clients puts in the source `clusterctl up` read from
@@ -91,7 +95,7 @@ def resolve_storage(
             nets = _lnet_networks(tier)
             rdma = any(not net.startswith("tcp") for net in nets)
             # Nodes on the storage network: named interfaces, or storage HCAs whose netdevs they find.
-            hosts = [n for n in fixed if n.storage_netdevs or n.storage_nics] if rdma else fixed
+            hosts = [n for n in fixed if n.storage_netdevs or n.storage_nics] if rdma else [*fixed, *burst]
             lnet_nets.extend(n for n in nets if n not in lnet_nets)
             lnet_hosts.update((n.hostname, n) for n in hosts)
             source = ":".join(tier.mgs) + f":/{tier.fsname}"
@@ -109,7 +113,7 @@ def resolve_storage(
             fstype, requires_lnet = "wekafs", False
         else:
             assert isinstance(tier, NfsStorage)
-            hosts = fixed
+            hosts = [*fixed, *burst]
             source = f"{tier.server}:{tier.export}"
             options = [f"vers={tier.version}", "hard", "_netdev", *tier.mount_options]
             fstype, requires_lnet = "nfs", False

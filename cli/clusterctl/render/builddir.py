@@ -6,6 +6,9 @@
 - every path, rendered or read back from the manifest, is a plain relative path (no ``..``,
   no absolute path, no empty or ``.`` part), so nothing is written or deleted outside the
   directory;
+- the directory and every sub-directory must be yours and not writable by group or others (as
+  the state directory): another user who could write there could add an Ansible inventory file
+  or swap the playbook that the next ``up`` runs as root;
 - links are never followed: the directory and each sub-directory are opened with
   ``O_NOFOLLOW`` relative to their parent's descriptor, files are read with ``O_NOFOLLOW``,
   and a link where clusterctl wants a file or a directory is refused, not replaced;
@@ -29,6 +32,8 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from clusterctl.paths import owner_name
 
 if TYPE_CHECKING:
     from clusterctl.render.tree import RenderedFile
@@ -161,9 +166,28 @@ class _Tree:
     def _show(self, parts: Iterable[str]) -> Path:
         return self.root.joinpath(*parts)
 
+    def _checked(self, parts: tuple[str, ...], fd: int) -> int:
+        """``fd`` when its directory is yours and only you may write it; else closed and refused."""
+        info = os.fstat(fd)
+        me = os.geteuid()
+        where = self._show(parts)
+        why = ""
+        if info.st_uid != me:
+            why = f"{where} is owned by {owner_name(info.st_uid)}, not by you ({owner_name(me)})"
+        elif info.st_mode & 0o022:
+            why = f"{where} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+        if why:
+            os.close(fd)
+            fix = f"`chmod go-w {where}`" if info.st_uid == me else "render into a directory of your own (--out)"
+            raise BuildDirError(
+                f"{why}, so someone else could change what `clusterctl up` runs as root. Check its contents, "
+                f"then {fix}."
+            )
+        return fd
+
     def _open_root(self) -> int | None:
         try:
-            return os.open(self.root, _DIR_FLAGS)
+            return self._checked((), os.open(self.root, _DIR_FLAGS))
         except FileNotFoundError:
             if not self.create:
                 return None
@@ -172,7 +196,7 @@ class _Tree:
         self.root.parent.mkdir(parents=True, exist_ok=True)
         self.root.mkdir(mode=0o755, exist_ok=True)
         try:
-            return os.open(self.root, _DIR_FLAGS)
+            return self._checked((), os.open(self.root, _DIR_FLAGS))
         except OSError as exc:
             raise self._not_a_directory((), exc) from None
 
@@ -221,7 +245,7 @@ class _Tree:
             if isinstance(exc, FileNotFoundError) and not create:
                 return None
             raise self._not_a_directory(parts, exc) from None
-        self.fds[parts] = fd
+        self.fds[parts] = self._checked(parts, fd)
         return fd
 
     def has_entries(self) -> bool:

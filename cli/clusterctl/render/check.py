@@ -22,6 +22,8 @@ RULE = "render"
 def _strings(data: Any, path: FieldPath = ()) -> Iterator[tuple[FieldPath, str]]:
     if isinstance(data, dict):
         for key, value in data.items():
+            if isinstance(key, str):  # a name the user chose (a profile, a slurm.conf parameter)
+                yield (*path, key), key
             yield from _strings(value, (*path, str(key)))
     elif isinstance(data, list):
         for index, value in enumerate(data):

@@ -20,6 +20,8 @@ Build-directory layout added here::
     slurm/prolog.d/nccl-<hw>.sh             starts the vendor's per-job daemon (GCP RxDM)
     slurm/epilog.d/nccl-<hw>.sh             stops it
     slurm/task_prolog.d/nccl-<hw>.sh        exports the job environment into each task
+    enroot/mounts.d/<hw>.fstab              what every pyxis container gets from the node (plan/containers.py)
+    enroot/hooks.d/50-clusterctl-nccl.sh    the TaskProlog's NCCL defaults inside every container
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from jinja2 import Environment
 
 from clusterctl.plan.models import BaremetalMachinePlan, NcclProfile, Plan
 from clusterctl.render.escape import RenderError, file_name
+from clusterctl.render.health import SLURM_TOOL_PATH
 from clusterctl.render.pxe_image import image_pxe_files
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
@@ -71,7 +74,7 @@ def _nccl_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileS
     topologies: set[str] = set()
 
     def render(name: str, profile: NcclProfile) -> str:
-        return env.get_template(name).render(**ctx, profile=profile)
+        return env.get_template(name).render(**ctx, profile=profile, slurm_tool=SLURM_TOOL_PATH)
 
     for profile in plan.nccl:
         hw = profile.hardware
@@ -83,11 +86,16 @@ def _nccl_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileS
         if profile.job_daemon is not None:
             out.append((f"slurm/prolog.d/nccl-{hw}.sh", render("slurm/prolog.d/nccl.sh.j2", profile), EXECUTABLE))
             out.append((f"slurm/epilog.d/nccl-{hw}.sh", render("slurm/epilog.d/nccl.sh.j2", profile), EXECUTABLE))
+        if plan.slurm.pyxis and profile.container_mounts:
+            out.append((f"enroot/mounts.d/{hw}.fstab", render("enroot/mounts.d/nccl.fstab.j2", profile), PUBLIC))
         if profile.topology is not None and profile.topo_xml and profile.topo_xml not in topologies:
             if not file_name(profile.topo_xml).endswith(".xml"):
                 raise RenderError("NCCL topology file name", profile.topo_xml, "it must end in .xml")
             topologies.add(profile.topo_xml)
             out.append((f"nccl/{profile.topo_xml}", render("nccl/topo.xml.j2", profile), PUBLIC))
+    if plan.slurm.pyxis and plan.slurm.task_prolog:
+        text = env.get_template("enroot/hooks.d/nccl.sh.j2").render(**ctx, task_prolog=plan.slurm.task_prolog)
+        out.append(("enroot/hooks.d/50-clusterctl-nccl.sh", text, EXECUTABLE))
     return out
 
 

@@ -190,6 +190,23 @@ def slurm(value: Any) -> Escaped:
     return Escaped(text)
 
 
+def slurm_parameter(value: Any) -> Escaped:
+    """A slurm.conf parameter name from the spec (``site.slurm_conf``): one Slurm knows and clusterctl leaves alone.
+
+    The name is a key, not a value: anything else would change what slurm.conf sets (a second
+    ``AuthType``, an unknown key slurmctld stops on), so only the catalog's names pass.
+    """
+    from clusterctl.catalog.slurm_conf import OWNED, PARAMETERS, SECRET  # local: the catalog is data
+
+    fmt = "slurm.conf parameter name"
+    text = _no_control(_text(value, fmt), fmt)
+    if text not in PARAMETERS:
+        raise RenderError(fmt, text, "it is not a slurm.conf parameter Slurm knows")
+    if text in OWNED or text in SECRET:
+        raise RenderError(fmt, text, "clusterctl writes it itself, or it is a password")
+    return Escaped(text)
+
+
 # --- shell and environment files ----------------------------------------------------------------
 
 
@@ -388,6 +405,20 @@ def word(value: Any, forbid: str = "") -> Escaped:
     return Escaped(text)
 
 
+def enroot_path(value: Any) -> Escaped:
+    """A path field of an enroot fstab: absolute and normalized, one word, nothing enroot substitutes.
+
+    enroot replaces ``${VAR}`` with the host's environment in its fstab files
+    (NVIDIA/enroot:doc/image-format.md), so ``$`` and ``\\`` are refused with whitespace and ``#``.
+    """
+    fmt = "enroot fstab path"
+    text = _no_control(_text(value, fmt), fmt)
+    parts = text.split("/")[1:]
+    if not text.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise RenderError(fmt, text, "a mount path must be absolute and normalized (no '//', '.', '..')")
+    return word(text, "$\\")
+
+
 def file_name(value: Any) -> Escaped:
     """One path component: a file named by a plan value stays in its folder."""
     fmt = "file name"
@@ -419,6 +450,7 @@ FILTERS = {
     "comment": comment,
     "xml_comment": xml_comment,
     "slurm": slurm,
+    "slurm_parameter": slurm_parameter,
     "shell": shell,
     "shell_env": shell_env,
     "shell_args": shell_args,
@@ -433,6 +465,7 @@ FILTERS = {
     "bootarg": bootarg,
     "dns_name": dns_name,
     "word": word,
+    "enroot_path": enroot_path,
     "file_name": file_name,
     "xml_attr": xml_attr,
 }

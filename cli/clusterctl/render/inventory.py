@@ -56,6 +56,13 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
         "clusterctl_spare": node.spare,
         "clusterctl_burst": node.burst,
     }
+    # A burst group on another provider has its own fabric (EFA for p5) and cloud: the roles read
+    # these per host, over the cluster-wide values of group_vars/all.yml.
+    group = next((g for g in plan.groups if g.name == node.group), None)
+    if group is not None and group.burst and group.provider and group.provider != plan.cluster.provider:
+        host["clusterctl_provider"] = group.provider
+        if group.fabric and group.fabric != plan.fabric.kind:
+            host["clusterctl_fabric_kind"] = group.fabric
     if node.gpus:
         host["clusterctl_gpu_model"] = node.gpu_model
         host["clusterctl_gres_type"] = node.gres_type
@@ -164,6 +171,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         **_ssh_user_vars(plan),
         **_efa_vars(plan),
         **_mirror_vars(plan),
+        **_site_vars(plan),
         **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
@@ -179,6 +187,22 @@ def _ssh_user_vars(plan: Plan) -> dict[str, Any]:
     return {} if user == "root" else {"slurm_pam_adopt_exempt_users": ["root", user]}
 
 
+def _site_vars(plan: Plan) -> dict[str, Any]:
+    """The site's name and time servers, as the common role's variables, and the storage tier slurmctld's
+    state is on (site.yml mounts it on the controllers before Slurm starts); only what the spec sets."""
+    site = plan.site
+    out: dict[str, Any] = {}
+    if site.dns_servers:
+        out["common_dns_servers"] = list(site.dns_servers)
+    if site.search_domains:
+        out["common_dns_search"] = list(site.search_domains)
+    if site.ntp_servers:
+        out["common_chrony_servers"] = list(site.ntp_servers)
+    if plan.slurm.state_save_tier:
+        out["clusterctl_slurm_state_tier"] = plan.slurm.state_save_tier
+    return out
+
+
 def _mirror_vars(plan: Plan) -> dict[str, Any]:
     """The CUDA repository mirror, as the nvidia_driver role's variables (the cuda, nccl and dcgm roles
     configure the repository through it)."""
@@ -187,6 +211,8 @@ def _mirror_vars(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {"nvidia_driver_cuda_repo_base_url": plan.cluster.cuda_repo.rstrip("/")}
     if plan.cluster.cuda_repo_key:
         out["nvidia_driver_cuda_repo_key_url"] = plan.cluster.cuda_repo_key
+    if plan.cluster.cuda_repo_key_sha256:
+        out["nvidia_driver_cuda_repo_key_checksum"] = plan.cluster.cuda_repo_key_sha256
     return out
 
 
@@ -196,7 +222,23 @@ def _nccl_fabric_vars(plan: Plan) -> dict[str, Any]:
     The vendor-specific roles (roles/gpudirect) pick their nodes by ``clusterctl_hardware`` with it.
     """
     fabrics = {p.hardware: p.fabric for p in plan.nccl if p.fabric}
-    return {"clusterctl_nccl_fabrics": dict(sorted(fabrics.items()))} if fabrics else {}
+    out: dict[str, Any] = {"clusterctl_nccl_fabrics": dict(sorted(fabrics.items()))} if fabrics else {}
+    # roles/container_runtime: where enroot keeps its data on these profiles (A3 Mega: the local SSDs).
+    storage = {p.hardware: p.container_storage for p in plan.nccl if p.container_storage}
+    if storage:
+        out["clusterctl_container_storage"] = dict(sorted(storage.items()))
+    # roles/rdma installs DOCA-OFED and roles/nvidia_driver takes the vendor's GPUDirect path (Azure ND).
+    doca = {
+        p.hardware: {"version": p.doca.version, "url": p.doca.url, "checksum": p.doca.checksum}
+        for p in plan.nccl
+        if p.doca
+    }
+    if doca:
+        out["clusterctl_doca"] = dict(sorted(doca.items()))
+    gpudirect = {p.hardware: p.gpudirect for p in plan.nccl if p.gpudirect}
+    if gpudirect:
+        out["clusterctl_gpudirect"] = dict(sorted(gpudirect.items()))
+    return out
 
 
 def _nccl_topologies(plan: Plan) -> dict[str, Any]:
@@ -226,6 +268,7 @@ def _efa_vars(plan: Plan) -> dict[str, Any]:
             "ofi_nccl_checksum": stack.ofi_nccl_checksum or "",
             "ofi_nccl_libdir": stack.ofi_nccl_libdir,
             "ofi_nccl_files": list(stack.ofi_nccl_files),
+            "gdrcopy_checksum": stack.gdrcopy_checksum,
         }
     }
 

@@ -13,6 +13,7 @@ Every command that judges something (``validate``, ``verify``, ``fabric check``,
 
 from clusterctl.report.document import (
     SCHEMA_VERSION,
+    STOPPED_ERROR,
     STOPPED_INPUT,
     STOPPED_SPEC,
     command_name,
@@ -24,6 +25,7 @@ from clusterctl.report.terminal import LEVEL_STYLE, print_excerpt, show_findings
 __all__ = [
     "LEVEL_STYLE",
     "SCHEMA_VERSION",
+    "STOPPED_ERROR",
     "STOPPED_INPUT",
     "STOPPED_SPEC",
     "command_name",

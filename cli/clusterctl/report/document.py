@@ -9,8 +9,10 @@
      ...}
 
 and each command adds its own keys beside it (``verify``: the per-node summaries, thresholds and
-test plan; ``fabric check``: the leaves as cabled; ``check-output``: the kind, file and marks),
-which the schema lists per command. ``ok`` is the command's verdict: exit 0. A command that
+test plan; ``fabric check``: the leaves as cabled; ``check-output``: the kind, file and marks;
+``plan``: the sizing report; ``status``: the nodes), which the schema lists per command. Every
+command prints it with ``--output json``; ``up`` and the commands that run it stream one event
+per line first and print it last. ``ok`` is the command's verdict: exit 0. A command that
 stopped before its own work (an invalid spec, an unreadable input) says so in ``stopped`` and
 has only the envelope (and what it knew: check-output's kind and file).
 """
@@ -30,6 +32,7 @@ ENVELOPE = ("schema_version", "command", "ok", "counts", "findings", "stopped")
 # Why a command stopped before its own work: its own keys are then absent.
 STOPPED_SPEC = "spec"  # the spec is invalid (the findings say where)
 STOPPED_INPUT = "input"  # an input (a saved tool output, a fabric dump) could not be read
+STOPPED_ERROR = "error"  # anything else that stopped it (a refusal, a provider error): the ``error`` key says what
 UNREADABLE = "INPUT-unreadable"
 
 

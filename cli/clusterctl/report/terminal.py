@@ -1,7 +1,8 @@
 """Findings on a terminal: level, code and place, the message, the source line with a caret, the hint.
 
 Rich prints the markup as styles on a terminal and as plain text elsewhere, so one function
-serves both; every value is escaped (a ``[`` in a message is text, not markup).
+serves both; every value is escaped (a ``[`` in a message is text, not markup) and stripped of
+control sequences (a spec key or a node's output cannot drive the terminal).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.markup import escape
 
+from clusterctl.plain import plain
 from clusterctl.spec.findings import Finding, Level
 
 LEVEL_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "cyan"}
@@ -19,9 +21,14 @@ LEVEL_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "cy
 def print_excerpt(console: Console, line_no: int, text: str, column: int = 0, style: str = "bold red") -> None:
     """``   12 | the line`` and, when a column is known, a caret under it."""
     gutter = f"{line_no:>5} | "
-    console.print(f"[dim]{gutter}[/dim]{escape(text.rstrip())}")
+    console.print(f"[dim]{gutter}[/dim]{safe(text.rstrip())}")
     if column > 0:
         console.print(" " * (len(gutter) + column - 1) + f"[{style}]^[/{style}]")
+
+
+def safe(text: str) -> str:
+    """``text`` for Rich markup: control sequences removed, ``[`` escaped."""
+    return escape(plain(text))
 
 
 def _read_lines(path: str) -> list[str]:
@@ -41,10 +48,10 @@ def show_findings(console: Console, findings: Iterable[Finding], min_level: Leve
         style = LEVEL_STYLE[finding.level]
         where = finding.location or "(spec)"
         console.print(
-            f"[{style}]{finding.level}[/{style}][dim][{finding.code}][/dim] {escape(where)}"
-            f" [bold]{escape(finding.dotted_path)}[/bold]"
+            f"[{style}]{finding.level}[/{style}][dim]\\[{safe(finding.code)}][/dim] {safe(where)}"
+            f" [bold]{safe(finding.dotted_path)}[/bold]"
         )
-        console.print(f"  {escape(finding.message)}")
+        console.print(f"  {safe(finding.message)}")
         if finding.file and finding.line and finding.quote_source:
             if finding.file not in sources:
                 sources[finding.file] = _read_lines(finding.file)
@@ -52,7 +59,7 @@ def show_findings(console: Console, findings: Iterable[Finding], min_level: Leve
             if 0 < finding.line <= len(lines):
                 print_excerpt(console, finding.line, lines[finding.line - 1], max(finding.column, 1), style)
         if finding.hint:
-            console.print(f"  [dim]hint:[/dim] {escape(finding.hint)}")
+            console.print(f"  [dim]hint:[/dim] {safe(finding.hint)}")
 
 
 def summarize(findings: Iterable[Finding]) -> str:

@@ -1,7 +1,8 @@
 """Semantic rules over a spec: each a small named function with a stable code and level.
 
-``run_rules`` runs the structural rules first (references, names, addresses); only when
-they pass is the plan built and the rules that need it (fabric size, storage, sizing) run.
+``run_rules`` runs every rule that reads the spec alone; unless one of those that guard what
+the plan is built from (references, names, addresses) failed, it builds the plan and runs the
+rules that read it (fabric size, storage sizing, machines.csv).
 """
 
 from clusterctl.rules.engine import (
@@ -11,6 +12,8 @@ from clusterctl.rules.engine import (
     RuleContext,
     UnskippableRuleError,
     check_skip,
+    not_run,
+    plan_blockers,
     run_rules,
     validate,
 )
@@ -22,6 +25,8 @@ __all__ = [
     "RuleContext",
     "UnskippableRuleError",
     "check_skip",
+    "not_run",
+    "plan_blockers",
     "run_rules",
     "validate",
 ]

@@ -6,6 +6,7 @@ Sources for the facts behind the rules are in ``clusterctl.catalog``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +23,9 @@ from clusterctl.catalog.compat import (
     version_tuple,
 )
 from clusterctl.catalog.gpus import GPU_MODELS
+from clusterctl.catalog.slurm_conf import PARAMETERS as SLURM_PARAMETERS
+from clusterctl.catalog.slurm_conf import UINT_MAX
+from clusterctl.plan.cloud import is_cloud
 from clusterctl.plan.nodes import FIRST_HOST_OFFSET
 from clusterctl.plan.sizing import STATE_BYTES_PER_PARAM
 from clusterctl.rules.engine import RuleContext, rule
@@ -29,7 +33,7 @@ from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.machines import MachinesError, read_ca_bundle, read_machines
 from clusterctl.spec.models import LustreStorage, NfsStorage, WekaStorage
 
-# --- phase 1: structure ------------------------------------------------------------------------
+# --- phase 1: structure (what the plan is built from) ---------------------------------------------
 
 
 @rule("REF001", "hardware-ref", Level.ERROR, phase=1)
@@ -64,7 +68,7 @@ def partition_groups(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("SLU001", "one-default-partition", Level.ERROR, phase=1)
+@rule("SLU001", "one-default-partition", Level.ERROR, phase=1, gates_plan=False)
 def one_default_partition(ctx: RuleContext) -> Iterator[Finding]:
     """Exactly one partition is the default."""
     defaults = [i for i, p in enumerate(ctx.spec.slurm.partitions) if p.default]
@@ -84,7 +88,12 @@ def one_default_partition(ctx: RuleContext) -> Iterator[Finding]:
 def cidr_fits(ctx: RuleContext) -> Iterator[Finding]:
     """Every node gets an address in the management network."""
     net = ctx.spec.network.management_cidr
-    nodes = sum(g.count for g in ctx.spec.nodes)
+    # Cloud burst groups with a network of their own take their addresses there (rule BUR004).
+    nodes = sum(
+        g.count
+        for g in ctx.spec.nodes
+        if g.burst is None or not is_cloud(g.burst.provider) or g.burst.provider.cidr is None
+    )
     usable = net.num_addresses - FIRST_HOST_OFFSET - 1
     if nodes > usable:
         need = 32 - math.ceil(math.log2(nodes + FIRST_HOST_OFFSET + 1))
@@ -101,7 +110,12 @@ def rails_match_gpus(ctx: RuleContext) -> Iterator[Finding]:
     """On a rail-optimized fabric every GPU has its rail HCA."""
     if ctx.spec.fabric.layout != "rail-optimized" or ctx.spec.fabric.kind not in ("infiniband", "roce"):
         return
-    compute = {g.hardware for g in ctx.spec.nodes if g.role == "compute"}
+    # A cloud burst group's profile is on its instance type's fabric (EFA for p5), not this one.
+    compute = {
+        g.hardware
+        for g in ctx.spec.nodes
+        if g.role == "compute" and (g.burst is None or not is_cloud(g.burst.provider))
+    }
     for name, profile in ctx.spec.hardware.items():
         if name in compute and profile.gpus and len(profile.rails) != profile.gpus.count:
             yield rails_match_gpus.finding(
@@ -144,7 +158,7 @@ def rack_layout_needs_racks(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: versions --------------------------------------------------------------------------
+# --- versions: the spec alone, so they run whatever else is wrong --------------------------------
 
 
 def _gpu_profiles(ctx: RuleContext) -> Iterator[tuple[str, str]]:
@@ -154,7 +168,7 @@ def _gpu_profiles(ctx: RuleContext) -> Iterator[tuple[str, str]]:
             yield name, profile.gpus.model
 
 
-@rule("GPU001", "arch-vs-cuda", Level.ERROR)
+@rule("GPU001", "arch-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def arch_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """The CUDA version supports every GPU architecture in the cluster."""
     cuda = ctx.spec.versions.cuda
@@ -170,7 +184,7 @@ def arch_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GPU002", "driver-vs-cuda", Level.ERROR)
+@rule("GPU002", "driver-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def driver_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """The driver is at least NVIDIA's minimum for the CUDA version (CUDA release notes, Table 3)."""
     versions = ctx.spec.versions
@@ -194,7 +208,7 @@ def driver_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GPU003", "nccl-vs-cuda", Level.ERROR)
+@rule("GPU003", "nccl-vs-cuda", Level.ERROR, phase=1, gates_plan=False)
 def nccl_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
     """NCCL has a build for the CUDA version (libnccl2=<nccl>-1+cuda<X.Y>)."""
     versions = ctx.spec.versions
@@ -222,7 +236,7 @@ def nccl_vs_cuda(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GPU004", "fabric-manager-version", Level.ERROR)
+@rule("GPU004", "fabric-manager-version", Level.ERROR, phase=1, gates_plan=False)
 def fabric_manager_version(ctx: RuleContext) -> Iterator[Finding]:
     """NVSwitch systems get a fabric manager at exactly the driver's version."""
     versions = ctx.spec.versions
@@ -243,7 +257,7 @@ def fabric_manager_version(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("SLU002", "slurm-vs-os", Level.ERROR)
+@rule("SLU002", "slurm-vs-os", Level.ERROR, phase=1, gates_plan=False)
 def slurm_vs_os(ctx: RuleContext) -> Iterator[Finding]:
     """The Slurm version is what the OS ships, unless another package source is declared."""
     spec = ctx.spec
@@ -265,7 +279,7 @@ def slurm_vs_os(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-@rule("SLU003", "slurm-features", Level.ERROR)
+@rule("SLU003", "slurm-features", Level.ERROR, phase=1, gates_plan=False)
 def slurm_features(ctx: RuleContext) -> Iterator[Finding]:
     """Slurm features the spec asks for exist in its Slurm version."""
     spec = ctx.spec
@@ -275,6 +289,60 @@ def slurm_features(ctx: RuleContext) -> Iterator[Finding]:
             f"topology/block needs Slurm >= {SLURM_BLOCK_TOPOLOGY}; this cluster runs {spec.versions.slurm}.",
             "Use `topology: tree`, or a newer Slurm.",
         )
+
+
+@rule("SLU004", "shared-state-save", Level.ERROR, phase=1, gates_plan=False)
+def shared_state_save(ctx: RuleContext) -> Iterator[Finding]:
+    """Two controllers keep slurmctld's state on storage both mount (a backup takes over from it)."""
+    spec = ctx.spec
+    controllers = sum(g.count for g in spec.nodes if g.role == "controller")
+    location = spec.slurm.state_save_location
+    tiers = [(t.name, t.mount) for t in spec.storage]
+    holder = next((name for name, mount in tiers if location and location.startswith(mount.rstrip("/") + "/")), None)
+    example = f"{tiers[0][1].rstrip('/')}/slurm/state" if tiers else "/shared/slurm/state"
+    if controllers > 1 and location is None:
+        yield shared_state_save.finding(
+            ("slurm",),
+            f"{controllers} controllers, but slurmctld's StateSaveLocation is each controller's own "
+            "/var/spool/slurmctld: a backup controller that takes over finds no job state and loses every job.",
+            f"Set `state_save_location` under `slurm:` to a directory inside a storage tier both controllers mount, "
+            f"e.g. {example}" + ("" if tiers else " (add the tier under `storage:`)") + ".",
+        )
+    elif location is not None and holder is None and (controllers > 1 or any(location == m for _, m in tiers)):
+        yield shared_state_save.finding(
+            ("slurm", "state_save_location"),
+            f"{location} is "
+            + ("a storage tier's mount point itself" if any(location == m for _, m in tiers) else "on no storage tier")
+            + (
+                f"; with {controllers} controllers it must be a directory inside a tier both mount."
+                if controllers > 1
+                else "; the directory is made slurm's, mode 0700, which would lock everyone else out of the tier."
+            ),
+            f"Use a directory inside a tier, e.g. {example}.",
+        )
+
+
+@rule("SLU005", "slurm-conf-parameters", Level.ERROR, phase=1, gates_plan=False)
+def slurm_conf_parameters(ctx: RuleContext) -> Iterator[Finding]:
+    """Extra slurm.conf parameters are ones Slurm knows, with values of their type (slurmctld stops on others)."""
+    for name, value in ctx.spec.site.slurm_conf.items():
+        path = ("site", "slurm_conf", name)
+        kind = SLURM_PARAMETERS.get(name)
+        if kind is None:
+            same = next((known for known in SLURM_PARAMETERS if known.lower() == name.lower()), None)
+            close = difflib.get_close_matches(name, list(SLURM_PARAMETERS), n=1, cutoff=0.8)
+            hint = f"Did you mean `{same or close[0]}`?" if same or close else "See slurm.conf(5) for the names."
+            yield slurm_conf_parameters.finding(
+                path,
+                f"`{name}` is not a slurm.conf parameter Slurm knows; slurmctld would refuse to start.",
+                hint + " clusterctl writes only the parameters of its catalog (clusterctl.catalog.slurm_conf).",
+            )
+        elif kind == "bool" and not isinstance(value, bool):
+            yield slurm_conf_parameters.finding(path, f"`{name}` is yes or no: write true or false, not {value!r}.")
+        elif kind in UINT_MAX and (isinstance(value, bool) or not isinstance(value, int) or value > UINT_MAX[kind]):
+            yield slurm_conf_parameters.finding(
+                path, f"`{name}` takes a whole number from 0 to {UINT_MAX[kind]} (Slurm's {kind}), not {value!r}."
+            )
 
 
 # --- phase 2: fabric ------------------------------------------------------------------------
@@ -316,7 +384,7 @@ def oversubscription_cost(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: storage ---------------------------------------------------------------------------
+# --- storage ---------------------------------------------------------------------------
 
 
 def _backing(tier: LustreStorage | WekaStorage | NfsStorage) -> tuple[str, ...]:
@@ -327,7 +395,7 @@ def _backing(tier: LustreStorage | WekaStorage | NfsStorage) -> tuple[str, ...]:
     return ("nfs", tier.server, tier.export)
 
 
-@rule("STO001", "dataset-checkpoint-separate", Level.WARNING)
+@rule("STO001", "dataset-checkpoint-separate", Level.WARNING, phase=1, gates_plan=False)
 def dataset_checkpoint_separate(ctx: RuleContext) -> Iterator[Finding]:
     """Datasets and checkpoints on the same storage system contend for it."""
     datasets = [(i, t) for i, t in enumerate(ctx.spec.storage) if t.purpose == "dataset"]
@@ -358,7 +426,7 @@ def checkpoint_write_time(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("STO003", "parallel-fs-netdevs", Level.ERROR)
+@rule("STO003", "parallel-fs-netdevs", Level.ERROR, phase=1, gates_plan=False)
 def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
     """Lustre (o2ib) and WEKA tiers need storage_netdevs, or storage_nics whose netdevs the nodes find."""
     needs = [
@@ -381,10 +449,10 @@ def parallel_fs_netdevs(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-# --- phase 2: sizing ---------------------------------------------------------------------------
+# --- sizing ---------------------------------------------------------------------------
 
 
-@rule("HW001", "ram-vs-hbm", Level.WARNING)
+@rule("HW001", "ram-vs-hbm", Level.WARNING, phase=1, gates_plan=False)
 def ram_vs_hbm(ctx: RuleContext) -> Iterator[Finding]:
     """System memory should be at least 1.5x the GPUs' HBM (pinned buffers, checkpoint staging)."""
     if ctx.spec.provider.kind == "local":
@@ -402,14 +470,14 @@ def ram_vs_hbm(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("HW002", "spares", Level.WARNING)
+@rule("HW002", "spares", Level.WARNING, phase=1, gates_plan=False)
 def spares(ctx: RuleContext) -> Iterator[Finding]:
     """At least 5% of GPU compute nodes are hot spares (failed nodes are replaced, not waited for)."""
     if ctx.spec.provider.kind == "local":
         return
     for i, group in enumerate(ctx.spec.nodes):
-        profile = ctx.spec.hardware[group.hardware]
-        if group.role != "compute" or group.burst is not None or profile.gpus is None:
+        profile = ctx.spec.hardware.get(group.hardware)  # an unknown profile is REF001's
+        if group.role != "compute" or group.burst is not None or profile is None or profile.gpus is None:
             continue
         if group.spares < 0.05 * group.count:
             yield spares.finding(

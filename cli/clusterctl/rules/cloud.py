@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from clusterctl.catalog.cloud_services import (
@@ -67,6 +68,57 @@ def _typed_profiles(spec: Spec) -> Iterator[tuple[str, HardwareProfile, Instance
         itype = instance_type(profile.instance_type)
         if itype is not None and itype.provider == spec.provider.kind:
             yield name, profile, itype
+
+
+@dataclass(frozen=True)
+class CloudUse:
+    """A cloud provider of the spec and the hardware profiles it creates machines of.
+
+    The top level's provider creates the fixed groups; each burst group's provider its own group.
+    Rules about what runs on a provider's machines (EFA, GPUDirect plugins) check every use, so a
+    burst group's pins get the same checks as the top level's.
+    """
+
+    path: tuple[str | int, ...]
+    provider: AwsProvider | GcpProvider | AzureProvider
+    profiles: tuple[tuple[str, HardwareProfile, InstanceType], ...]
+    group: str = ""  # the burst group's name; "" for the top level
+
+    def where(self, field: str) -> tuple[str | int, ...]:
+        """The spec path of one of the provider's fields."""
+        return (*self.path, field)
+
+    def named(self, field: str) -> str:
+        """How a hint names one of the provider's fields: ``provider.efa_installer``, or a burst group's."""
+        return f"the `{field}` of burst group `{self.group}`'s provider" if self.group else f"provider.{field}"
+
+    @property
+    def label(self) -> str:
+        """What a message adds after the machines it names: `` (burst group `gpu-b`)``, nothing for the top level."""
+        return f" (burst group `{self.group}`)" if self.group else ""
+
+
+def cloud_uses(spec: Spec) -> Iterator[CloudUse]:
+    """The top level's cloud provider (its fixed groups' profiles), then each burst group's on a cloud."""
+
+    def typed(
+        provider: AwsProvider | GcpProvider | AzureProvider, names: list[str]
+    ) -> tuple[tuple[str, HardwareProfile, InstanceType], ...]:
+        out = []
+        for name in dict.fromkeys(names):
+            profile = spec.hardware.get(name)
+            itype = instance_type(profile.instance_type) if profile is not None else None
+            if profile is not None and itype is not None and itype.provider == provider.kind:
+                out.append((name, profile, itype))
+        return tuple(out)
+
+    if isinstance(spec.provider, AwsProvider | GcpProvider | AzureProvider):
+        yield CloudUse(("provider",), spec.provider, typed(spec.provider, [h for _, _, h in _fixed_groups(spec)]))
+    for i, group in enumerate(spec.nodes):
+        provider = group.burst.provider if group.burst is not None else None
+        if isinstance(provider, AwsProvider | GcpProvider | AzureProvider):
+            path = ("nodes", i, "burst", "provider")
+            yield CloudUse(path, provider, typed(provider, [group.hardware]), group.group)
 
 
 # --- phase 1: what the plan's cloud section relies on ------------------------------------------
@@ -313,7 +365,7 @@ def managed_lustre(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD009", "baremetal-os", Level.ERROR, tags=("baremetal",))
+@rule("CLD009", "baremetal-os", Level.ERROR, tags=("baremetal",), phase=1, gates_plan=False)
 def baremetal_os(ctx: RuleContext) -> Iterator[Finding]:
     """Where Ubuntu's autoinstall installs the machines, their OS is Ubuntu; baked images may be any OS."""
     spec = ctx.spec
@@ -376,10 +428,10 @@ def gpu_networks(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-# --- phase 2: exposure, sizing, versions -----------------------------------------------------
+# --- exposure, sizing, versions (phase 2 where they read the plan) ---------------------------------
 
 
-@rule("CLD011", "ssh-exposure", Level.ERROR, tags=("cloud", SAFETY_TAG))
+@rule("CLD011", "ssh-exposure", Level.ERROR, tags=("cloud", SAFETY_TAG), phase=1, gates_plan=False)
 def ssh_exposure(ctx: RuleContext) -> Iterator[Finding]:
     """SSH from the whole internet only when the spec says allow_world_ssh; no SSH at all is said.
 
@@ -475,81 +527,83 @@ def azure_placement_group_size(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("CLD014", "efa-stack-versions", Level.ERROR, tags=("cloud",))
+@rule("CLD014", "efa-stack-versions", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def efa_stack_versions(ctx: RuleContext) -> Iterator[Finding]:
     """EFA GPU instances get the CUDA, NCCL and aws-ofi-nccl they need (aws-ofi-nccl EFA cheatsheet)."""
-    spec = ctx.spec
-    provider = spec.provider
-    if not isinstance(provider, AwsProvider):
-        return
-    p5 = sorted({t.name for _, _, t in _typed_profiles(spec) if t.name.startswith("p5")})
-    versions = spec.versions
-    if p5:
-        label = ", ".join(p5)
-        if not at_least(versions.cuda, "12.0"):
+    versions = ctx.spec.versions
+    for use in cloud_uses(ctx.spec):
+        provider = use.provider
+        if not isinstance(provider, AwsProvider):
+            continue
+        p5 = sorted({t.name for _, _, t in use.profiles if t.name.startswith("p5")})
+        if p5:
+            label = ", ".join(p5) + use.label
+            if not at_least(versions.cuda, "12.0"):
+                yield efa_stack_versions.finding(
+                    ("versions", "cuda"), f"{label} needs CUDA >= 12.0; the spec has {versions.cuda}."
+                )
+            if not at_least(versions.nccl, "2.18.0"):
+                yield efa_stack_versions.finding(
+                    ("versions", "nccl"), f"{label} needs NCCL >= 2.18.0; the spec has {versions.nccl}."
+                )
+            elif not at_least(versions.nccl, "2.18.5"):
+                yield efa_stack_versions.finding(
+                    ("versions", "nccl"),
+                    f"NCCL {versions.nccl} on {label}: NVLS is broken with EFA before 2.18.5 "
+                    "(the plugin turns it off).",
+                    'Use NCCL "2.18.5" or newer.',
+                    level=Level.WARNING,
+                )
+            if not at_least(provider.aws_ofi_nccl, "1.7.2"):
+                yield efa_stack_versions.finding(
+                    use.where("aws_ofi_nccl"),
+                    f"{label} needs aws-ofi-nccl >= 1.7.2; the spec has {provider.aws_ofi_nccl}.",
+                )
+            elif not at_least(provider.aws_ofi_nccl, "1.7.3"):
+                yield efa_stack_versions.finding(
+                    use.where("aws_ofi_nccl"),
+                    f"aws-ofi-nccl {provider.aws_ofi_nccl}: AWS recommends at least 1.7.3 on {label}.",
+                    level=Level.WARNING,
+                )
+        if version_tuple(provider.efa_installer) < (1, 29, 1) and at_least(versions.nccl, "2.19.0"):
             yield efa_stack_versions.finding(
-                ("versions", "cuda"), f"{label} needs CUDA >= 12.0; the spec has {versions.cuda}."
+                use.where("efa_installer"),
+                f"EFA installer {provider.efa_installer}{use.label} with NCCL {versions.nccl}: jobs get "
+                "FI_EFA_SET_CUDA_SYNC_MEMOPS=0 to avoid libfabric errors; EFA installer >= 1.29.1 needs no workaround.",
+                level=Level.INFO,
             )
-        if not at_least(versions.nccl, "2.18.0"):
-            yield efa_stack_versions.finding(
-                ("versions", "nccl"), f"{label} needs NCCL >= 2.18.0; the spec has {versions.nccl}."
-            )
-        elif not at_least(versions.nccl, "2.18.5"):
-            yield efa_stack_versions.finding(
-                ("versions", "nccl"),
-                f"NCCL {versions.nccl} on {label}: NVLS is broken with EFA before 2.18.5 (the plugin turns it off).",
-                'Use NCCL "2.18.5" or newer.',
-                level=Level.WARNING,
-            )
-        if not at_least(provider.aws_ofi_nccl, "1.7.2"):
-            yield efa_stack_versions.finding(
-                ("provider", "aws_ofi_nccl"),
-                f"{label} needs aws-ofi-nccl >= 1.7.2; the spec has {provider.aws_ofi_nccl}.",
-            )
-        elif not at_least(provider.aws_ofi_nccl, "1.7.3"):
-            yield efa_stack_versions.finding(
-                ("provider", "aws_ofi_nccl"),
-                f"aws-ofi-nccl {provider.aws_ofi_nccl}: AWS recommends at least 1.7.3 on {label}.",
-                level=Level.WARNING,
-            )
-    if version_tuple(provider.efa_installer) < (1, 29, 1) and at_least(versions.nccl, "2.19.0"):
-        yield efa_stack_versions.finding(
-            ("provider", "efa_installer"),
-            f"EFA installer {provider.efa_installer} with NCCL {versions.nccl}: jobs get "
-            "FI_EFA_SET_CUDA_SYNC_MEMOPS=0 to avoid libfabric errors; EFA installer >= 1.29.1 needs no workaround.",
-            level=Level.INFO,
-        )
 
 
-@rule("CLD015", "gpudirect-plugin", Level.WARNING, tags=("cloud",))
+@rule("CLD015", "gpudirect-plugin", Level.WARNING, tags=("cloud",), phase=1, gates_plan=False)
 def gpudirect_plugin(ctx: RuleContext) -> Iterator[Finding]:
     """The GPUDirect-TCPX(O) plugin release is known, and NCCL is the version Google qualified with it."""
     spec = ctx.spec
-    fabrics = {t.fabric for _, _, t in _typed_profiles(spec) if t.fabric.startswith("gpudirect")}
-    provider = spec.provider
-    if not fabrics or not isinstance(provider, GcpProvider):
-        return
-    for fabric in sorted(fabrics):
-        version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
-        release = gpudirect_release(fabric, version)
-        if release is None:
-            yield gpudirect_plugin.finding(
-                ("provider", "gpudirect_plugin"),
-                f"{fabric} plugin {version} is not in clusterctl's catalog: its receive-datapath-manager image is "
-                "unknown.",
-                f"Use {DEFAULT_GPUDIRECT_PLUGIN[fabric]} or add the release to clusterctl.catalog.cloud_services.",
-                level=Level.ERROR,
-            )
-        elif version_tuple(spec.versions.nccl)[:3] != version_tuple(release.nccl)[:3]:
-            yield gpudirect_plugin.finding(
-                ("versions", "nccl"),
-                f"Google qualified {fabric} plugin {version} with NCCL {release.nccl}; the spec pins "
-                f"{spec.versions.nccl}.",
-                f'Set versions.nccl to "{release.nccl}" (the plugin installer ships it), or accept the difference.',
-            )
+    for use in cloud_uses(spec):
+        provider = use.provider
+        fabrics = {t.fabric for _, _, t in use.profiles if t.fabric.startswith("gpudirect")}
+        if not isinstance(provider, GcpProvider):
+            continue
+        for fabric in sorted(fabrics):
+            version = (provider.gpudirect_plugin or DEFAULT_GPUDIRECT_PLUGIN[fabric]).removeprefix("v")
+            release = gpudirect_release(fabric, version)
+            if release is None:
+                yield gpudirect_plugin.finding(
+                    use.where("gpudirect_plugin"),
+                    f"{fabric} plugin {version}{use.label} is not in clusterctl's catalog: its "
+                    "receive-datapath-manager image is unknown.",
+                    f"Use {DEFAULT_GPUDIRECT_PLUGIN[fabric]} or add the release to clusterctl.catalog.cloud_services.",
+                    level=Level.ERROR,
+                )
+            elif version_tuple(spec.versions.nccl)[:3] != version_tuple(release.nccl)[:3]:
+                yield gpudirect_plugin.finding(
+                    ("versions", "nccl"),
+                    f"Google qualified {fabric} plugin {version}{use.label} with NCCL {release.nccl}; the spec pins "
+                    f"{spec.versions.nccl}.",
+                    f'Set versions.nccl to "{release.nccl}" (the plugin installer ships it), or accept the difference.',
+                )
 
 
-@rule("CLD016", "gib-nccl", Level.ERROR, tags=("cloud",))
+@rule("CLD016", "gib-nccl", Level.ERROR, tags=("cloud",), phase=1, gates_plan=False)
 def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
     """A3 Ultra: NCCL is the build the pinned nccl-gib release goes with (catalog NCCL_GIB_NCCL).
 
@@ -558,15 +612,19 @@ def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
     and libnccl_version) installs nccl-gib 1.1.0 next to libnccl2 2.27.5-1+cuda12.9, both pinned.
     """
     spec = ctx.spec
-    rdma = sorted(name for name, _, t in _typed_profiles(spec) if t.fabric == "gcp-rdma")
-    provider = spec.provider
-    if not rdma or not isinstance(provider, GcpProvider):
-        return
+    for use in cloud_uses(spec):
+        rdma = sorted(name for name, _, t in use.profiles if t.fabric == "gcp-rdma")
+        provider = use.provider
+        if rdma and isinstance(provider, GcpProvider):
+            yield from _gib_nccl(spec, use, provider, rdma)
+
+
+def _gib_nccl(spec: Spec, use: CloudUse, provider: GcpProvider, rdma: list[str]) -> Iterator[Finding]:
     version = provider.nccl_gib
     want = NCCL_GIB_NCCL.get(version)
     if want is None:
         yield gib_nccl.finding(
-            ("provider", "nccl_gib"),
+            use.where("nccl_gib"),
             f"nccl-gib {version} is not in clusterctl's catalog, so the NCCL it was built for is unknown and "
             "versions.nccl cannot be checked against it.",
             f'Use "{DEFAULT_NCCL_GIB}" (NCCL {NCCL_GIB_NCCL[DEFAULT_NCCL_GIB]}), or add the release to NCCL_GIB_NCCL '
@@ -576,9 +634,10 @@ def gib_nccl(ctx: RuleContext) -> Iterator[Finding]:
     elif version_tuple(spec.versions.nccl)[:3] != version_tuple(want)[:3]:
         yield gib_nccl.finding(
             ("versions", "nccl"),
-            f"nccl-gib {version} (the gIB plugin on {', '.join(rdma)}) goes with NCCL {want}, as Google's A3 Ultra "
-            f"blueprint pins them; the spec pins NCCL {spec.versions.nccl}, which the plugin was not built for.",
-            f'Set versions.nccl to "{want}", or set provider.nccl_gib to the release built for NCCL '
+            f"nccl-gib {version} (the gIB plugin on {', '.join(rdma)}{use.label}) goes with NCCL {want}, as Google's "
+            f"A3 Ultra blueprint pins them; the spec pins NCCL {spec.versions.nccl}, which the plugin was not "
+            "built for.",
+            f'Set versions.nccl to "{want}", or set {use.named("nccl_gib")} to the release built for NCCL '
             f"{spec.versions.nccl}.",
         )
 

@@ -1,5 +1,12 @@
 """The rule registry and runner.
 
+One pass reports every independent problem. Phase-1 rules read the spec alone and all run,
+each tolerating the others' errors (a group naming an unknown profile is REF001's, not a
+crash of another rule). Some of them guard what the plan is built from (``gates_plan``: the
+references, names, addresses, cloud instance types); only when none of those failed is the
+plan built and the phase-2 rules, which read it, run. A version, storage or partition error
+does not stop anything else.
+
 Rules tagged ``safety`` (``clusterctl.rules.safety``) guard names, paths and injection; they
 cannot be skipped: ``check_skip`` refuses them by name or code, before any spec is read.
 """
@@ -46,6 +53,8 @@ class Rule:
     func: RuleFunc
     summary: str = ""
     tags: frozenset[str] = field(default_factory=frozenset)
+    # An error of this (phase-1) rule leaves no plan to build: the phase-2 rules then do not run.
+    gates_plan: bool = False
 
     def finding(
         self,
@@ -108,14 +117,22 @@ def check_skip(skip: Iterable[str]) -> set[str]:
     return skipped
 
 
-def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str] = ()) -> Callable[[RuleFunc], Rule]:
-    """Register a rule function under ``name`` with a stable ``code``."""
+def rule(
+    code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str] = (), gates_plan: bool | None = None
+) -> Callable[[RuleFunc], Rule]:
+    """Register a rule function under ``name`` with a stable ``code``.
+
+    ``phase``: 1 for rules that read the spec alone, 2 for those that read the plan.
+    ``gates_plan``: whether the plan is built from what a phase-1 rule guards (default: every
+    phase-1 rule does; a rule whose errors leave the plan buildable says False).
+    """
 
     def register(func: RuleFunc) -> Rule:
         if name in RULES or any(r.code == code for r in RULES.values()):
             raise ValueError(f"duplicate rule {name}/{code}")
         doc = (func.__doc__ or "").strip().splitlines()
-        registered = Rule(code, name, level, phase, func, doc[0] if doc else "", frozenset(tags))
+        gates = phase == 1 if gates_plan is None else gates_plan and phase == 1
+        registered = Rule(code, name, level, phase, func, doc[0] if doc else "", frozenset(tags), gates)
         RULES[name] = registered
         return registered
 
@@ -125,7 +142,7 @@ def rule(code: str, name: str, level: Level, phase: int = 2, tags: Iterable[str]
 def run_rules(
     loaded: LoadedSpec, skip: Iterable[str] = (), swaps: Sequence[Swap] = ()
 ) -> tuple[list[Finding], Plan | None]:
-    """Run every rule not in ``skip``; return located findings and the plan (None if phase 1 failed).
+    """Run every rule not in ``skip``; return located findings and the plan (None if it could not be built).
 
     ``swaps``: the spares the cluster put in service so far (its state), which the plan applies.
 
@@ -136,14 +153,32 @@ def run_rules(
     active = [r for r in RULES.values() if r.name not in skipped and r.code not in skipped]
     ctx = RuleContext(spec=loaded.spec, base_dir=loaded.base_dir)
     findings: list[Finding] = []
-    for phase in (1, 2):
-        for current in (r for r in active if r.phase == phase):
-            findings.extend(loaded.place(f) for f in current.func(ctx))
-        if phase == 1:
-            if any(f.level is Level.ERROR for f in findings):
-                return _sorted(findings), None
-            ctx.plan = build_plan(loaded.spec, loaded.base_dir, str(loaded.path), swaps)
+    for current in (r for r in active if r.phase == 1):
+        findings.extend(loaded.place(f) for f in current.func(ctx))
+    if plan_blockers(findings):
+        return _sorted(findings), None
+    ctx.plan = build_plan(loaded.spec, loaded.base_dir, str(loaded.path), swaps)
+    for current in (r for r in active if r.phase == 2):
+        findings.extend(loaded.place(f) for f in current.func(ctx))
     return _sorted(findings), ctx.plan
+
+
+def plan_blockers(findings: Iterable[Finding]) -> list[str]:
+    """The codes of the errors that leave no plan to build (sorted, each once)."""
+    gating = {r.code for r in RULES.values() if r.gates_plan}
+    return sorted({f.code for f in findings if f.level is Level.ERROR and f.code in gating})
+
+
+def not_run(findings: Iterable[Finding]) -> str:
+    """What the rules did not check because of ``findings``, as a sentence ("" when everything ran)."""
+    blockers = plan_blockers(findings)
+    if not blockers:
+        return ""
+    later = sorted(r.code for r in RULES.values() if r.phase == 2)
+    return (
+        f"The rules that read the plan ({', '.join(later)}: fabric size, storage and checkpoint sizing, "
+        f"machines.csv) run once {', '.join(blockers)} {'is' if len(blockers) == 1 else 'are'} fixed."
+    )
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:

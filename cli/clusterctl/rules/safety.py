@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from clusterctl.catalog.slurm_conf import OWNED, SECRET, SPEC_FIELD
 from clusterctl.rules.engine import SAFETY_TAG, RuleContext, rule
 from clusterctl.spec.findings import Finding, Level
 from clusterctl.spec.types import HOSTNAME_PATTERN_HINT, hostname_from_pattern, system_dir_problem
@@ -118,4 +119,27 @@ def slurm_reserved_names(ctx: RuleContext) -> Iterator[Finding]:
                 f"Partition name `{part.name}` is reserved: slurm.conf reads `PartitionName=DEFAULT` as the defaults "
                 "of every partition, so this partition would change them all.",
                 "Choose another name, e.g. `main`.",
+            )
+
+
+@rule("SAF003", "slurm-conf-owned", Level.ERROR, phase=1, tags=(SAFETY_TAG,), gates_plan=False)
+def slurm_conf_owned(ctx: RuleContext) -> Iterator[Finding]:
+    """Extra slurm.conf parameters are neither ones clusterctl writes itself nor passwords."""
+    for name in ctx.spec.site.slurm_conf:
+        path = ("site", "slurm_conf", name)
+        if name in SECRET:
+            yield slurm_conf_owned.finding(
+                path,
+                f"`{name}` is a password: slurm.conf is readable by every user on every node.",
+                "Keep it out of the spec; slurmdbd holds the database password (slurm.accounting).",
+            )
+        elif name in OWNED:
+            field = SPEC_FIELD.get(name)
+            yield slurm_conf_owned.finding(
+                path,
+                f"clusterctl writes `{name}` in slurm.conf itself; a second value would contradict it (and some, "
+                "like AuthType or the controller lines, would open or break the cluster).",
+                f"Set `{field}` in the spec instead."
+                if field
+                else "Remove it; `clusterctl render` shows the value used.",
             )

@@ -10,7 +10,6 @@ checked (``SSH_ENV``; the inventory carries the options of ``run.sshopts``).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import shlex
@@ -22,14 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterctl.paths import collections_dir, data_root, roles_dir
+from clusterctl.paths import roles_dir
 from clusterctl.render import ansible_yaml
 from clusterctl.render.builddir import open_run_log
+from clusterctl.run.collections import REQUIRED_COLLECTIONS, AnsibleSetupError, collections_path, ensure_collections
 from clusterctl.run.events import EventBus
 from clusterctl.run.sshopts import STRICT_SSH_ARGS, control_path_dir
 
 PHASE = "configure"
-REQUIRED_COLLECTIONS = ("community/docker", "community/general", "ansible/posix")
+__all__ = ["REQUIRED_COLLECTIONS", "AnsibleSetupError", "collections_path", "ensure_collections", "run_playbook"]
 LOG_FILE = "logs/ansible.log"
 # Host keys are always checked, whatever the operator's environment says: host key checking turned
 # off there would make Ansible put an option that disables it before the inventory's options, and
@@ -39,10 +39,6 @@ SSH_ENV = {
     "ANSIBLE_HOST_KEY_CHECKING": "True",
     "ANSIBLE_SSH_ARGS": f"{STRICT_SSH_ARGS} -o ControlMaster=auto -o ControlPersist=300s -o ServerAliveInterval=30",
 }
-
-
-class AnsibleSetupError(Exception):
-    """Ansible cannot run here; the message says what to install."""
 
 
 @dataclass(frozen=True)
@@ -102,28 +98,6 @@ def merged(runs: Sequence[ConfigureResult]) -> ConfigureResult:
         failures=[f for r in runs for f in r.failures],
         seconds=sum(r.seconds for r in runs),
         log=last.log,
-    )
-
-
-def collections_path() -> str:
-    """Where the Ansible collections the roles need live: clusterctl's own first, then the others.
-
-    Why: clusterctl's collection (clusterctl.node, the roles' sync_files) ships with it and must be
-    the one that matches its roles; Galaxy may be unreachable, so the project's
-    scripts/ansible-collections.sh extracts the others from the `ansible` PyPI package into
-    .ansible-collections/, and `pip install ansible` works too.
-    """
-    candidates = [str(collections_dir())]
-    candidates += [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
-    candidates += [str(data_root() / ".ansible-collections"), str(Path.home() / ".ansible" / "collections")]
-    for base in candidates:
-        if all((Path(base) / "ansible_collections" / c).is_dir() for c in REQUIRED_COLLECTIONS):
-            return os.pathsep.join(dict.fromkeys(candidates))
-    if importlib.util.find_spec("ansible_collections.community.docker") is not None:
-        return os.pathsep.join(dict.fromkeys(candidates))
-    raise AnsibleSetupError(
-        "the Ansible collections community.docker, community.general and ansible.posix are not installed. "
-        "Run scripts/ansible-collections.sh (no Galaxy needed) or `pip install ansible`."
     )
 
 
@@ -229,7 +203,8 @@ def run_playbook(
         # Shared SSH connections per cluster: one checked against another known_hosts is never reused.
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_path_dir(state_dir)),
         "ANSIBLE_ROLES_PATH": str(roles_dir()),
-        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+        # Fetched once into the user's cache when they are nowhere (an installed clusterctl's first run).
+        "ANSIBLE_COLLECTIONS_PATH": ensure_collections(lambda line: events.info(line, phase=PHASE)),
         "PATH": _path_with_interpreter_bin(),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",

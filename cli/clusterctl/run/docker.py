@@ -9,6 +9,13 @@ from typing import Any
 
 from clusterctl.run.providers.base import ProviderError
 
+# Labels of a baked Docker image (and so of every container made from it).
+LABEL_HASH = "clusterctl.image.hash"
+LABEL_PROFILE = "clusterctl.image.profile"
+LABEL_OS = "clusterctl.image.os"
+LABEL_ARCH = "clusterctl.image.arch"
+LABEL_FORMAT = "clusterctl.image.format"
+
 
 class DockerError(ProviderError):
     """A docker command failed."""

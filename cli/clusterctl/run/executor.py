@@ -5,7 +5,7 @@ recorded outputs through a fake and the checks never know which transport they u
 A transport failure is reported in the return code, never raised: ``UNREACHABLE_RC``
 (ssh's own 255) when the node cannot be reached, ``TIMEOUT_RC`` (coreutils ``timeout``'s
 124) when the command ran too long, 127 when the program is not installed. The protocol, the codes
-and `run_many` are in `clusterctl.run.jobs` (pure) and named here too.
+and `run_many` are in `clusterctl.remote` (pure) and named here too.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clusterctl.plan.models import Plan
+from clusterctl.remote import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
 from clusterctl.render.inventory import container_name
-from clusterctl.run.jobs import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
 from clusterctl.run.sshopts import SshAccess, SshAccessError, SshEndpoint, client_key_path, load_access, ssh_command
 
 _DOCKER_DAEMON_ERROR = "Error response from daemon"

@@ -14,8 +14,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from clusterctl.remote import Executor
 from clusterctl.run.ansible import HostFailure
-from clusterctl.run.jobs import Executor
 
 MAX_LINES = 3
 MAX_CHARS = 240

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from clusterctl.app import Env
+from clusterctl.bounded import json_document
+from clusterctl.environ import Env
 
 SYSTEMS = "/redfish/v1/Systems"
 DEFAULT_TIMEOUT_S = 15.0
@@ -442,7 +443,7 @@ class RedfishClient:
                 )
             return {}  # PATCH/POST: 204 No Content or an empty 200 is success
         try:
-            document = json.loads(raw)
+            document = json_document(raw.decode("utf-8"), "BMC answer")
         except (ValueError, RecursionError):
             raise BmcAnswerError(
                 self._error(f"{method} {path} answered with something that is not JSON (it starts `{_shown(raw, 60)}`)")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterctl.bounded import json_document
 from clusterctl.run.providers.base import ProviderError
 from clusterctl.run.state import StateDirError, read_text_nofollow, write_atomic
 
@@ -221,7 +222,7 @@ def load_access(state_dir: Path) -> tuple[dict[str, SshEndpoint], SshAccess] | N
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = json_document(text, "SSH access record")
     except ValueError:
         data = None
     if not isinstance(data, dict) or data.get("version") != ACCESS_VERSION or not isinstance(data.get("hosts"), dict):

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from clusterctl.bounded import json_document
+from clusterctl.paths import owner_name
 from clusterctl.render.builddir import write_synced
 
 DEFAULT_ROOT = Path(".clusterctl")
@@ -47,19 +49,10 @@ class LockedError(Exception):
     """Another clusterctl process holds the cluster's lock."""
 
 
-def _owner(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except (KeyError, ImportError):
-        return f"uid {uid}"
-
-
 def _foreign(info: os.stat_result) -> str:
     """``owned by uid N (name), not by you (...)`` when another user owns the file; empty when you do."""
     me = os.geteuid()
-    return "" if info.st_uid == me else f"owned by {_owner(info.st_uid)}, not by you ({_owner(me)})"
+    return "" if info.st_uid == me else f"owned by {owner_name(info.st_uid)}, not by you ({owner_name(me)})"
 
 
 def check_private_dir(path: Path, *, what: str = "state directory", tighten: bool = False) -> None:
@@ -109,7 +102,7 @@ def _check_root(root: Path) -> None:
         raise StateDirError(f"the state directory root {root} is not a directory; choose another --state-dir.")
     if info.st_uid not in (os.geteuid(), 0):
         raise StateDirError(
-            f"the state directory root {root} is owned by {_owner(info.st_uid)}, who could replace the cluster "
+            f"the state directory root {root} is owned by {owner_name(info.st_uid)}, who could replace the cluster "
             "directories in it. Choose a --state-dir of your own."
         )
     # World-writable with the sticky bit (like /tmp) is fine: others cannot rename or delete our entries.
@@ -357,6 +350,8 @@ class StateDir:
             with contextlib.suppress(FileExistsError):
                 self.root.mkdir(mode=0o700)
                 self.root.chmod(0o700)  # exactly 0700 whatever the umask
+                # It sits beside the spec, often in a git checkout: secrets must never be committed.
+                write_atomic(self.root / ".gitignore", b"# clusterctl state and secrets: never commit\n*\n", 0o600)
         _check_root(self.root)
         return ensure_private_dir(self.path)
 
@@ -377,7 +372,7 @@ class StateDir:
         if text is None:
             return {}
         try:
-            data = json.loads(text)
+            data = json_document(text, "state file")
         except ValueError as exc:
             raise StateDirError(
                 f"the state file {self.state_file} is not valid JSON ({exc}). It is written atomically, so "

@@ -120,8 +120,11 @@ def count_levels(findings: list[Finding]) -> dict[str, int]:
 class SpecError(Exception):
     """The spec is invalid; carries every finding so all can be reported at once."""
 
-    def __init__(self, findings: list[Finding]) -> None:
+    def __init__(self, findings: list[Finding], not_run: str = "") -> None:
         self.findings = findings
+        # What was not checked because of these findings (later stages), as a sentence; "" when
+        # every stage ran.
+        self.not_run = not_run
         first = findings[0] if findings else None
         summary = f"{first.location}: {first.message}" if first else "invalid spec"
         super().__init__(f"{len(findings)} problem(s) in the spec; first: {summary}")

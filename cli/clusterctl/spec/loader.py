@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from clusterctl.spec.findings import Path as FieldPath
 from clusterctl.spec.limits import guard_yaml, read_capped
 from clusterctl.spec.messages import describe
 from clusterctl.spec.models import Spec
+from clusterctl.spec.types import YamlFloat
 
 
 class _NoTimestampConstructor(RoundTripConstructor):
@@ -37,6 +39,10 @@ _NoTimestampConstructor.add_constructor(
     "tag:yaml.org,2002:timestamp",
     lambda self, node: self.construct_scalar(node),
 )
+
+
+# What a spec with schema errors is not checked for: the rules read a whole, typed spec.
+SCHEMA_FIRST = "The rules (references, names, network, versions, fabric, storage, sizing) run once these are fixed."
 
 
 def _yaml() -> YAML:
@@ -68,8 +74,25 @@ class Positions:
             probe = probe[:-1]
 
 
-def _plain(node: Any, path: FieldPath, pos: Positions) -> Any:
-    """Convert ruamel's round-trip nodes into plain Python, recording positions."""
+# Where a plain scalar ends in block or flow style.
+_SCALAR_END = re.compile(r"[\s,\]}#]")
+
+
+def _written(lines: list[str], line: int, column: int) -> str:
+    """The plain scalar as it stands in the source at 0-based ``line``/``column`` ("" when out of range)."""
+    if line >= len(lines):
+        return ""
+    text = lines[line][column:]
+    end = _SCALAR_END.search(text)
+    return text[: end.start()] if end else text
+
+
+def _plain(node: Any, path: FieldPath, pos: Positions, lines: list[str], at: tuple[int, int] = (0, 0)) -> Any:
+    """Convert ruamel's round-trip nodes into plain Python, recording positions.
+
+    A float keeps the text it was written as (`YamlFloat`): YAML reads ``12.10`` as 12.1, and a
+    message that asks for quotes must give back what the user wrote.
+    """
     if isinstance(node, CommentedMap):
         out: dict[Any, Any] = {}
         for key in node:
@@ -80,7 +103,7 @@ def _plain(node: Any, path: FieldPath, pos: Positions) -> Any:
             kl, kc, vl, vc = here if here else (node.lc.line, node.lc.col, node.lc.line, node.lc.col)
             pos.keys[sub] = (kl + 1, kc + 1)
             pos.values[sub] = (vl + 1, vc + 1)
-            out[key] = _plain(node[key], sub, pos)
+            out[key] = _plain(node[key], sub, pos, lines, (vl, vc))
         return out
     if isinstance(node, CommentedSeq):
         items: list[Any] = []
@@ -88,14 +111,14 @@ def _plain(node: Any, path: FieldPath, pos: Positions) -> Any:
             sub = (*path, index)
             line, col = node.lc.item(index)
             pos.values[sub] = (line + 1, col + 1)
-            items.append(_plain(item, sub, pos))
+            items.append(_plain(item, sub, pos, lines, (line, col)))
         return items
     if isinstance(node, bool) or node is None:
         return node
     if isinstance(node, int):
         return int(node)
     if isinstance(node, float):
-        return float(node)
+        return YamlFloat(float(node), _written(lines, *at))
     if isinstance(node, str):
         return str(node)
     return node
@@ -307,7 +330,7 @@ def parse_yaml(text: str, file: str) -> tuple[Any, Positions]:
         message = f"This is not valid YAML: {what} is not allowed in a YAML file."
         hint = "Remove control characters (NUL, escape codes); a spec is plain UTF-8 text."
         raise SpecError([_error(file, "SPEC-yaml", "yaml", message, hint, at)]) from None
-    return _plain(document, (), positions), positions
+    return _plain(document, (), positions, text.splitlines()), positions
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
@@ -340,5 +363,5 @@ def load_spec(path: str | Path) -> LoadedSpec:
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_findings_from_validation(exc, file, positions, data)) from None
+        raise SpecError(_findings_from_validation(exc, file, positions, data), SCHEMA_FIRST) from None
     return LoadedSpec(spec=spec, path=spec_path, positions=positions, data=data)

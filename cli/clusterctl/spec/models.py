@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from clusterctl.catalog.gpus import GPU_MODELS
 from clusterctl.catalog.tools import DEFAULT_CONTAINER_TOOLKIT, DEFAULT_NCCL_TESTS, nccl_tests_checksum
@@ -26,6 +34,7 @@ from clusterctl.spec.types import (
     HostLabel,
     Hostname,
     HostnamePattern,
+    ImageReference,
     InstanceType,
     IPv4AddressValue,
     IPv4NetworkValue,
@@ -40,11 +49,18 @@ from clusterctl.spec.types import (
     RailDevice,
     SafeName,
     Sha256,
+    SlurmConfName,
+    SlurmConfValue,
     SlurmTime,
     Url,
     VersionStr,
     show,
 )
+
+# The stock image of verify's container transport check: NVIDIA's PyTorch container, the one the
+# Cluster Toolkit's A3 Ultra NCCL test runs (GoogleCloudPlatform/cluster-toolkit:examples/
+# machine-learning/a3-ultragpu-8g/nccl-tests/run-nccl-tests.sh@1047080 line 26).
+DEFAULT_CONTAINER_CHECK_IMAGE = "nvcr.io/nvidia/pytorch:24.09-py3"
 
 # Caps on node counts: far above any cluster built today (100k GPUs is 12,500 nodes of eight),
 # low enough that a typo or a hostile spec cannot make the plan allocate millions of nodes.
@@ -144,11 +160,27 @@ class Mirrors(StrictModel):
         description="The mirror's signing key (default: NVIDIA's key file 3bf863cc.pub in <distro>/<arch>/).",
         examples=["https://mirror.example.com/nvidia/cuda/3bf863cc.pub"],
     )
+    cuda_repo_key_sha256: Sha256 | None = Field(
+        None,
+        description=(
+            "The signing key file's sha256, checked before the key is trusted. Required when the key is "
+            "fetched over plain http (cuda_repo_key, or cuda_repo's own key file): that key signs every "
+            "driver, CUDA, NCCL and DCGM package."
+        ),
+        examples=["sha256:52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1"],
+    )
 
     @model_validator(mode="after")
     def _key_needs_repo(self) -> Mirrors:
         if self.cuda_repo_key is not None and self.cuda_repo is None:
             raise ValueError("cuda_repo_key is the key of the cuda_repo mirror; set cuda_repo too, or drop the key")
+        key = self.cuda_repo_key or self.cuda_repo
+        if key is not None and key.lower().startswith("http:") and self.cuda_repo_key_sha256 is None:
+            raise ValueError(
+                f"the signing key of the CUDA mirror is fetched over plain http ({key}), so anyone on the path "
+                "could swap the key that signs every driver, CUDA, NCCL and DCGM package. Serve it over https, "
+                "or set cuda_repo_key_sha256 to the key file's sha256 (sha256:<64 hex digits>)."
+            )
         return self
 
 
@@ -261,6 +293,16 @@ class BurstSpec(StrictModel):
         default_factory=lambda: Duration(15, "m"),
         description="Idle time before a burst node is released.",
     )
+    mounts: list[DnsLabel] | None = Field(
+        None,
+        max_length=64,
+        description=(
+            "Storage tiers (their `name`) the burst nodes mount; `[]` for none. Only tiers the group can reach: "
+            "NFS and Lustre over TCP through the routed network, never Lustre over RDMA (o2ib) or WEKA, whose "
+            "storage NICs a burst node does not have. Left out, burst nodes mount nothing and validate says so."
+        ),
+        examples=[["home"], []],
+    )
 
 
 class NodeGroup(StrictModel):
@@ -281,6 +323,19 @@ class NodeGroup(StrictModel):
         ),
     )
     burst: BurstSpec | None = Field(None, description="Make this an elastic (cloud-burst) group.")
+
+    @field_validator("spares")
+    @classmethod
+    def _spares_leave_nodes_in_service(cls, spares: int, info: ValidationInfo) -> int:
+        count = info.data.get("count")
+        # Every spare held out leaves the group's partitions one node fewer: with all of them spares,
+        # Slurm would get partitions without nodes.
+        if isinstance(count, int) and spares >= count:
+            raise ValueError(
+                f"{spares} spare(s) in a group of {count} node(s) leave none in service; spares are part of "
+                f"`count`, so hold at most {count - 1} as spares or raise `count` to {spares + 1} or more"
+            )
+        return spares
 
 
 # --- fabric ------------------------------------------------------------------------------------
@@ -462,6 +517,15 @@ class SlurmSpec(StrictModel):
     dcgm_epilog: StrictBool = Field(
         False, description="Run `dcgmi diag -r 1` after every job on real GPU nodes; drain the node on failure."
     )
+    state_save_location: MountPoint | None = Field(
+        None,
+        description=(
+            "slurmctld's StateSaveLocation (default: /var/spool/slurmctld on the controller). With two controllers "
+            "it must be a directory inside a storage tier both mount (a backup controller takes over from the "
+            "state saved there); it is created owned by slurm, mode 0700."
+        ),
+        examples=["/home/slurm/state"],
+    )
     heal_every: DurationValue | None = Field(
         default_factory=lambda: Duration(10, "m"),
         description=(
@@ -476,6 +540,38 @@ class SlurmSpec(StrictModel):
         if value is not None and value.seconds < 60:
             raise ValueError(f"heal_every is {value}; write at least 1m (each round health-checks drained nodes)")
         return value
+
+
+class Site(StrictModel):
+    """What every site sets on its nodes: name and time servers, and slurm.conf parameters clusterctl leaves alone."""
+
+    dns_servers: list[IPv4AddressValue] = Field(
+        default_factory=list,
+        max_length=3,
+        description="Name servers of every node, in order (at most 3, as resolv.conf uses); empty: left as installed.",
+        examples=[["10.20.0.2", "10.20.0.3"]],
+    )
+    search_domains: list[DnsDomain] = Field(
+        default_factory=list,
+        max_length=6,
+        description="DNS search domains of every node (at most 6); empty: left as installed.",
+        examples=[["atlas.internal", "corp.example.com"]],
+    )
+    ntp_servers: list[Hostname] = Field(
+        default_factory=list,
+        max_length=8,
+        description="NTP servers chrony uses on every node, instead of the distribution's pool; empty: the pool.",
+        examples=[["ntp1.corp.example.com", "10.20.0.4"]],
+    )
+    slurm_conf: dict[SlurmConfName, SlurmConfValue] = Field(
+        default_factory=dict,
+        max_length=128,
+        description=(
+            "Extra slurm.conf parameters (`clusterctl rules`: SLU005 checks each name and value against Slurm's own "
+            "list, SAF003 refuses those clusterctl writes itself). true/false are written YES/NO."
+        ),
+        examples=[{"MaxJobCount": 100000, "DefMemPerGPU": 131072, "EnforcePartLimits": "ALL"}],
+    )
 
 
 class Monitoring(StrictModel):
@@ -505,6 +601,15 @@ class Acceptance(StrictModel):
     nccl_inter_busbw_gbps: float | None = Field(None, gt=0, le=1e5, description="Multi-node ring all_reduce busbw.")
     dcgm_diag_level: Literal[1, 2, 3, 4] | None = Field(None, description="dcgmi diag -r level.")
     nccl_min_bytes: PositiveInt | None = Field(None, description="Smallest message size judged.")
+    container_image: ImageReference | None = Field(
+        DEFAULT_CONTAINER_CHECK_IMAGE,
+        description=(
+            "Image verify starts through pyxis (srun --container-image) on every node pair to check that NCCL in a "
+            "container uses the fabric as on the host: a stock image with PyTorch, whose NCCL runs a small "
+            "all_reduce. null: no container check. Only with container_runtime enroot."
+        ),
+        examples=[DEFAULT_CONTAINER_CHECK_IMAGE, "registry.example.com/nvidia/pytorch:24.09-py3"],
+    )
 
 
 # --- the spec ---------------------------------------------------------------------------------
@@ -531,6 +636,7 @@ class Spec(StrictModel):
     monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring.")
     workload: Workload | None = Field(None, description="Training workload for the sizing report.")
     acceptance: Acceptance = Field(default_factory=Acceptance, description="verify thresholds.")
+    site: Site = Field(default_factory=Site, description="Site settings: DNS, NTP, extra slurm.conf parameters.")
 
     @field_validator("nodes")
     @classmethod

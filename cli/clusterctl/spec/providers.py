@@ -265,6 +265,17 @@ class CloudProviderBase(StrictModel):
         ),
     )
     root_volume_gib: PositiveInt = Field(200, description="Boot disk size of every node in GiB.")
+    cidr: IPv4NetworkValue | None = Field(
+        None,
+        description=(
+            "Burst groups only (under nodes[].burst.provider): the group's own network on this cloud, routed to the "
+            "on-prem management network (VPN, Direct Connect, Interconnect, ExpressRoute) and not overlapping it. "
+            "With an existing subnet (subnet_id, subnetwork) it is that subnet's range; otherwise the burst stack "
+            "makes its node subnet in the lower half. Burst nodes take their addresses from it, past the addresses "
+            "the provider reserves (AWS and Azure the first four and the last, GCP the first two and the last two)."
+        ),
+        examples=["10.60.0.0/24"],
+    )
 
 
 class AwsProvider(CloudProviderBase):
@@ -374,7 +385,7 @@ class GcpProvider(CloudProviderBase):
     gpudirect_plugin: VersionStr | None = Field(
         None,
         description=(
-            'GPUDirect-TCPX/TCPXO NCCL plugin release (nccl-plugin-gpudirecttcpx-dev tag, e.g. "1.0.15"). '
+            'GPUDirect-TCPX/TCPXO NCCL plugin release (nccl-plugin-gpudirecttcpx-dev tag, e.g. "1.0.17"). '
             "Default: the newest in clusterctl's catalog for the machine type's fabric."
         ),
     )

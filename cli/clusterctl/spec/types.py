@@ -23,7 +23,14 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, PlainSerializer, WithJsonSchema
+from pydantic import (
+    BeforeValidator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    WithJsonSchema,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
@@ -47,7 +54,7 @@ def check_text(value: Any, what: str, max_length: int) -> str:
         ValueError: with what is wrong and how to fix it.
     """
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"{what} must be text, got {show(value)}; quote it in YAML")
+        raise ValueError(f"{what} must be text, got {as_written(value)}; quote it in YAML")
     if len(value) > max_length:
         raise ValueError(f"{what} is {len(value)} characters long; at most {max_length} are allowed, shorten it")
     bad = _CONTROL_RE.search(value)
@@ -121,12 +128,33 @@ def _segments_problem(path: str) -> str | None:
 _VERSION_RE = re.compile(r"[0-9]+(\.[0-9A-Za-z]+)*([-+~][0-9A-Za-z.+~-]+)?", re.ASCII)
 
 
+class YamlFloat(float):
+    """A float read from the spec, with the text it was written as (``12.10``, which YAML reads as 12.1).
+
+    The loader makes these; pydantic turns them into plain floats, so only the messages of the
+    before-validators see ``written``.
+    """
+
+    written: str
+
+    def __new__(cls, value: float, written: str = "") -> YamlFloat:
+        number = super().__new__(cls, value)
+        number.written = written or repr(float(value))
+        return number
+
+
+def as_written(value: object) -> str:
+    """A value for a message: a number as the spec wrote it (``12.10``), anything else as ``show`` gives it."""
+    return value.written if isinstance(value, YamlFloat) else show(value)
+
+
 def _version(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(
-            f"versions must be quoted strings; YAML read {show(value)} as a number, which drops "
-            f'digits (12.10 becomes 12.1): write it as "{value}"'
-        )
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        written = as_written(value)
+        read = f"the number {value!r}, which drops digits" if written != repr(value) else "a number"
+        raise ValueError(f'versions must be quoted strings; YAML reads {written} as {read}: write it as "{written}"')
+    if not isinstance(value, str):
+        raise ValueError(f'versions must be quoted strings such as "12.8", got {show(value)}')
     if len(value) > 64 or not _VERSION_RE.fullmatch(value):
         raise ValueError(f'{show(value)} is not a version number such as "12.8" or "570.133.20"')
     return value
@@ -802,6 +830,52 @@ SshPublicKey = Annotated[str, _ssh_public_key]
 """An OpenSSH public key line, format-checked (no authorized_keys options)."""
 
 PLAIN_TEXT_MAX = 1024
+# --- slurm.conf parameters a site adds (spec `site.slurm_conf`) -------------------------------
+
+_slurm_conf_name = TextCheck(
+    what="a slurm.conf parameter name",
+    pattern=r"[A-Z][A-Za-z0-9]{1,63}",
+    allowed="a parameter name as slurm.conf(5) spells it (letters and digits, starting upper-case), e.g. MaxJobCount",
+    max_length=64,
+    examples=("MaxJobCount", "DefMemPerGPU"),
+)
+SlurmConfName = Annotated[str, _slurm_conf_name]
+"""The name of a slurm.conf parameter; rule SLU005 checks it against Slurm's own list."""
+
+_slurm_conf_text = TextCheck(
+    what="a slurm.conf value",
+    pattern=r"[A-Za-z0-9_.,:=/@+%*-]+",
+    allowed=(
+        "letters, digits and _ . , : = / @ + % * - (no spaces, quotes, '#' or '$'), e.g. jobs,usage or "
+        "bf_max_job_user=50"
+    ),
+    max_length=1024,
+    examples=("jobs,usage", "/usr/bin/s-nail"),
+)
+SlurmConfText = Annotated[str, _slurm_conf_text]
+"""A slurm.conf value as text: one token, nothing a slurm.conf line could read as a comment or a second key."""
+
+
+def _slurm_conf_value(value: Any) -> bool | int | str:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not 0 <= value < 2**64:
+            raise ValueError(f"{value} is out of range for slurm.conf: whole numbers from 0 to 2^64-1")
+        return value
+    if isinstance(value, float):
+        raise ValueError(f"{as_written(value)} is not a whole number; slurm.conf takes whole numbers or text")
+    return _slurm_conf_text(value)
+
+
+SlurmConfValue = Annotated[
+    bool | int | str,
+    BeforeValidator(_slurm_conf_value),
+    WithJsonSchema({"anyOf": [{"type": "boolean"}, {"type": "integer", "minimum": 0}, _slurm_conf_text.schema]}),
+]
+"""A slurm.conf value: true/false (written YES/NO), a whole number, or one token of text."""
+
+
 _plain_text = TextCheck(
     what="text",
     pattern=r"[^\x00-\x1f\x7f]*",

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from clusterctl.drain_reasons import VERIFY
 from clusterctl.hostlist import compress
-from clusterctl.run.jobs import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
+from clusterctl.remote import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
+from clusterctl.slurm.reasons import VERIFY
+from clusterctl.slurm.records import RecordError
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.result import ParseError, Verdict, failed, skipped, with_run
 from clusterctl.verify.testplan import NcclOptions
@@ -116,11 +117,7 @@ class VerifyContext:
 
 def launcher_host(plan: Plan) -> str:
     """Where Slurm commands run: the first login node, else the first controller."""
-    for role in ("login", "controller"):
-        for node in plan.nodes:
-            if node.role == role:
-                return node.hostname
-    raise ValueError("The plan has neither a login node nor a controller to run Slurm commands from.")
+    return plan.launcher()
 
 
 def last_line(text: str) -> str:
@@ -152,7 +149,7 @@ def transport_problem(name: str, target: str, tool: str, rc: int, err: str) -> F
     return None
 
 
-def parse_failure(name: str, target: str, tool: str, exc: ParseError, rc: int, err: str) -> Finding:
+def parse_failure(name: str, target: str, tool: str, exc: ParseError | RecordError, rc: int, err: str) -> Finding:
     """A failed result for output that could not be read, naming the line that broke it."""
     hint = f"Run {tool} on {target} by hand to see the whole message."
     if not exc.line.strip():

@@ -6,17 +6,13 @@ drains from an admin's, and a later verify can say the node was drained by an ea
 
 from __future__ import annotations
 
-import shlex
-
 from clusterctl.plan.models import Plan
-from clusterctl.run.jobs import Executor, run_many
+from clusterctl.remote import Executor
+from clusterctl.slurm.client import Slurm
+from clusterctl.slurm.reasons import VERIFY, reason
 from clusterctl.spec.findings import Finding
-from clusterctl.verify.base import DRAIN_PREFIX
 from clusterctl.verify.report import DrainAction, Report
 from clusterctl.verify.result import Verdict, blame_of
-
-# Slurm keeps long reasons, but sinfo -R and scontrol show node lines become unreadable.
-MAX_REASON_CHARS = 160
 
 
 def drain_reason(finding: Finding) -> str:
@@ -26,10 +22,7 @@ def drain_reason(finding: Finding) -> str:
     """
     message = finding.message.strip()
     first = message.split(". ", 1)[0].rstrip(".")
-    reason = f"{DRAIN_PREFIX} {finding.code}: {first}"
-    if len(reason) > MAX_REASON_CHARS:
-        reason = reason[: MAX_REASON_CHARS - 3].rstrip() + "..."
-    return reason
+    return reason(VERIFY, f"{finding.code}: {first}")
 
 
 def drain_reasons(report: Report, plan: Plan) -> dict[str, str]:
@@ -49,11 +42,6 @@ def drain_reasons(report: Report, plan: Plan) -> dict[str, str]:
     return {h: reasons[h] for h in order if h in reasons}
 
 
-def drain_command(host: str, reason: str) -> str:
-    """``scontrol update nodename=HOST state=drain reason="..."``, quoted for the shell."""
-    return f"scontrol update nodename={shlex.quote(host)} state=drain reason={shlex.quote(reason)}"
-
-
 def apply_drains(
     reasons: dict[str, str], executor: Executor, launcher: str, timeout_s: float = 60.0
 ) -> list[DrainAction]:
@@ -62,10 +50,5 @@ def apply_drains(
     Returns:
         One action per node, with scontrol's message where it refused.
     """
-    hosts = list(reasons)
-    jobs = [(launcher, drain_command(h, reasons[h]), timeout_s) for h in hosts]
-    actions: list[DrainAction] = []
-    for host, (rc, out, err) in zip(hosts, run_many(executor, jobs), strict=True):
-        error = "" if rc == 0 else ((err or out).strip().splitlines() or [f"exit {rc}"])[-1]
-        actions.append(DrainAction(host=host, reason=reasons[host], done=rc == 0, error=error))
-    return actions
+    errors = Slurm(executor, launcher, timeout_s).drain(reasons)
+    return [DrainAction(host=h, reason=reasons[h], done=not errors[h], error=errors[h]) for h in reasons]

@@ -10,7 +10,7 @@ import dataclasses
 from abc import abstractmethod
 from typing import TYPE_CHECKING
 
-from clusterctl.run.jobs import UNREACHABLE_RC
+from clusterctl.remote import UNREACHABLE_RC
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import EMULATED, NodeCheck, VerifyContext, last_line, parse_failure, transport_problem
 from clusterctl.verify.gpu import GpuInventoryCheck

@@ -159,3 +159,8 @@ class ParseError(Exception):
 
     def __str__(self) -> str:
         return f"line {self.line_no}: {self.message}"
+
+
+def unreadable(message: str) -> ParseError:
+    """The parse error for output out of bounds (``clusterctl.bounded.guarded``): the input as a whole."""
+    return ParseError(message, 0, "")

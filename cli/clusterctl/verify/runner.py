@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from clusterctl.plan.models import Plan
-from clusterctl.run.jobs import Executor
+from clusterctl.remote import Executor
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import VerifyContext, VerifyOptions
 from clusterctl.verify.checks import CHECK_NAMES, CHECKS

@@ -7,6 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from clusterctl.hostlist import compress, expand
+from clusterctl.slurm.commands import shell, show_nodes, show_partitions
+from clusterctl.slurm.nodes import SlurmNode, by_name, parse_nodes, parse_partitions
+from clusterctl.slurm.records import RecordError
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import (
     DRAIN_PREFIX,
@@ -17,18 +20,13 @@ from clusterctl.verify.base import (
     parse_failure,
     transport_problem,
 )
-from clusterctl.verify.parsers.scontrol import (
-    NODES_COMMAND,
-    PARTITIONS_COMMAND,
-    SlurmNode,
-    parse_scontrol_nodes,
-    parse_scontrol_partitions,
-)
-from clusterctl.verify.result import ParseError, failed, passed, sentence, with_run
+from clusterctl.verify.result import failed, passed, sentence, with_run
 
 if TYPE_CHECKING:
     from clusterctl.plan.models import PlanNode
 
+NODES_COMMAND = shell(show_nodes())
+PARTITIONS_COMMAND = shell(show_partitions())
 # Node states that are healthy: idle, or busy with someone's job.
 _GOOD_STATES = ("IDLE", "ALLOCATED", "MIXED", "COMPLETING")
 
@@ -114,11 +112,11 @@ class SlurmCheck(Check):
             if problem is not None:
                 outcomes.append(with_run(problem, self.name, hosts))
             else:
-                by_name = {n.name: n for n in parse_scontrol_nodes(node_out)}
+                listed = by_name(parse_nodes(node_out))
                 for node in compute:
-                    result = judge_slurm_node(node, by_name.get(node.hostname))
+                    result = judge_slurm_node(node, listed.get(node.hostname))
                     outcomes.append(node_result(self.name, node.hostname, result, command=NODES_COMMAND))
-        except ParseError as exc:
+        except RecordError as exc:
             result = parse_failure("slurm.node", ctx.launcher, "scontrol", exc, node_rc, node_err)
             outcomes.append(with_run(result, self.name, hosts))
         for node, (rc, out, err) in zip(present, slurmd, strict=True):
@@ -132,8 +130,8 @@ class SlurmCheck(Check):
         if problem is not None:
             return [with_run(problem, self.name)]
         try:
-            found = {p.name: p for p in parse_scontrol_partitions(out)}
-        except ParseError as exc:
+            found = {p.name: p for p in parse_partitions(out)}
+        except RecordError as exc:
             return [with_run(parse_failure("slurm.partition", ctx.launcher, "scontrol", exc, rc, err), self.name)]
         outcomes: list[Finding] = []
         for part in ctx.plan.slurm.partitions:

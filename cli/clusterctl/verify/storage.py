@@ -10,7 +10,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from clusterctl.hostlist import compress, expand
-from clusterctl.run.jobs import NOT_FOUND_RC
+from clusterctl.remote import NOT_FOUND_RC
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import Check, VerifyContext, VerifyOptions, node_result, parse_failure, transport_problem
 from clusterctl.verify.parsers.fio import FioJob, FioResult, parse_fio_json

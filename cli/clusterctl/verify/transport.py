@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterctl.catalog.transports import ANY_RDMA, FABRIC_TRANSPORTS, ExpectedTransport, expected_transport
 from clusterctl.hostlist import compress
@@ -27,7 +29,10 @@ from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import EMULATED, Check, VerifyContext, last_line, transport_problem
 from clusterctl.verify.parsers.nccl_debug import NcclDebugLog, NcclLine, NcclProcess, network_family, parse_nccl_debug
 from clusterctl.verify.result import ParseError, Verdict, failed, passed, skipped, with_figures, with_run
-from clusterctl.verify.testplan import NcclRun, eligible_nodes, fabric_groups, partition_of, srun_command
+from clusterctl.verify.testplan import NcclOptions, NcclRun, eligible_nodes, fabric_groups, partition_of, srun_command
+
+if TYPE_CHECKING:
+    from clusterctl.plan.models import Plan
 
 CHECK = "nccl.transport"
 
@@ -260,6 +265,67 @@ def judge_transport(
     return TransportJudgement(passed(CHECK, target, f"NCCL used {names} on {hosts_text} ({what}){note}.", figures))
 
 
+# --- which fabric a log is judged by ---------------------------------------------------------
+
+
+class FabricChoiceError(ValueError):
+    """The log cannot be tied to one fabric of the plan; the message says what to give."""
+
+
+def group_fabrics(plan: Plan) -> dict[str, str]:
+    """Hostname -> the fabric its node group's NCCL uses (a burst group's instance type's own)."""
+    fabric = {g.name: g.fabric or plan.fabric.kind for g in plan.groups if g.role == "compute"}
+    return {n.hostname: fabric[n.group] for n in plan.nodes if n.group in fabric}
+
+
+def hosts_fabric(plan: Plan, hosts: Sequence[str]) -> str:
+    """The fabric of the node group(s) ``hosts`` belong to (the cluster's when none is known)."""
+    fabrics = group_fabrics(plan)
+    found = {fabrics[h] for h in hosts if h in fabrics}
+    return found.pop() if len(found) == 1 else plan.fabric.kind
+
+
+def log_fabric(plan: Plan, log_hosts: Sequence[str], hardware: str | None = None) -> tuple[str, str]:
+    """The fabric a saved NCCL_DEBUG log is judged by, and why: the node group its hosts are in.
+
+    Args:
+        plan: The cluster's plan.
+        log_hosts: The host names the log's lines carry (``NcclDebugLog.hosts``).
+        hardware: A GPU hardware profile named by the caller, which then decides.
+
+    Raises:
+        FabricChoiceError: the hosts are in groups on different fabrics, or none of them is a
+            node of the plan and its GPU groups do not share one fabric.
+    """
+    compute = [g for g in plan.groups if g.role == "compute" and g.fabric]
+    if hardware is not None:
+        fabrics = sorted({g.fabric for g in compute if g.hardware == hardware and g.fabric})
+        if len(fabrics) == 1:
+            return fabrics[0], f"hardware {hardware}: fabric {fabrics[0]}"
+    by_host = group_fabrics(plan)
+    group_of = {n.hostname: n.group for n in plan.nodes}
+    known = [h for h in dict.fromkeys(log_hosts) if h in by_host]
+    groups = sorted({group_of[h] for h in known})
+    fabrics = sorted({by_host[h] for h in known})
+    if len(fabrics) > 1:
+        raise FabricChoiceError(
+            f"the log's hosts are in node groups on different fabrics ({', '.join(groups)}: {', '.join(fabrics)}); "
+            "judge one group's log at a time, or give --fabric"
+        )
+    if fabrics:
+        named = ", ".join(known[:3]) + (f" and {len(known) - 3} more" if len(known) > 3 else "")
+        return fabrics[0], f"node group {', '.join(groups)} ({named}): fabric {fabrics[0]}"
+    gpu_groups = [g for g in compute if any(n.gpus for n in plan.nodes if n.group == g.name)]
+    gpu_fabrics = sorted({g.fabric for g in gpu_groups if g.fabric})
+    if len(gpu_fabrics) == 1:
+        names = ", ".join(g.name for g in gpu_groups)
+        return gpu_fabrics[0], f"GPU node group {names}: fabric {gpu_fabrics[0]}"
+    raise FabricChoiceError(
+        f"the log names no node of the spec and its GPU groups are on different fabrics ({', '.join(gpu_fabrics)}); "
+        "give --hardware or --fabric"
+    )
+
+
 # --- the check ------------------------------------------------------------------------------
 
 # Set in every task: NCCL_DEBUG=INFO prints the transport lines; INIT,NET keeps just those
@@ -306,13 +372,84 @@ def judge_transport_run(ctx: VerifyContext, run: NcclRun, rc: int, out: str, err
             )
         )
     judgement = judge_transport(
-        log, ctx.plan.fabric.kind, nodes=len(run.hosts), hosts=run.hosts, task_hosts=task_hosts, target=target
+        log,
+        hosts_fabric(ctx.plan, run.hosts),
+        nodes=len(run.hosts),
+        hosts=run.hosts,
+        task_hosts=task_hosts,
+        target=target,
     )
     if rc != 0 and Verdict.of(judgement.result) is Verdict.PASS:
         result = with_figures(judgement.result, rc=rc)
         message = result.message[:-1] + f"; srun exited {rc} afterwards (see the nccl check)."
         return dataclasses.replace(judgement, result=dataclasses.replace(result, message=message))
     return judgement
+
+
+# --- the same inside a container -----------------------------------------------------------
+
+CONTAINER_CHECK = "nccl.transport.container"
+# A small NCCL all_reduce through the image's own PyTorch and NCCL, one rank per GPU (srun starts
+# them; Slurm's task ids give rank, world size and GPU): what a training job in the image does at start.
+TORCH_ALL_REDUCE = (
+    "import os, torch, torch.distributed as dist\n"
+    'rank, world, local = (int(os.environ[k]) for k in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))\n'
+    "torch.cuda.set_device(local)\n"
+    'dist.init_process_group("nccl", rank=rank, world_size=world)\n'
+    'x = torch.ones(1 << 20, device="cuda")\n'
+    "dist.all_reduce(x)\n"
+    "torch.cuda.synchronize()\n"
+    'assert int(x[0].item()) == world, "all_reduce gave a wrong sum"\n'
+    "dist.destroy_process_group()\n"
+)
+TORCH_PORT = 29500
+
+
+def pyxis_image(reference: str) -> str:
+    """enroot's form of a Docker reference: ``nvcr.io/nvidia/pytorch:24.09-py3`` -> ``nvcr.io#nvidia/pytorch:...``.
+
+    Why: enroot reads ``[REGISTRY#]IMAGE[:TAG]`` (NVIDIA/enroot:doc/cmd/import.md); without ``#`` the
+    registry host would be taken for a Docker Hub namespace.
+    """
+    first, sep, rest = reference.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return reference
+
+
+def container_command(run: NcclRun, image: str, options: NcclOptions | None = None) -> str:
+    """The srun that runs :data:`TORCH_ALL_REDUCE` in ``image`` through pyxis on ``run``'s nodes."""
+    opts = options or NcclOptions()
+    args = [
+        "srun",
+        "--job-name=clusterctl-verify-transport-container",
+        *([f"--partition={run.partition}"] if run.partition else []),
+        f"--nodelist={run.hostlist}",
+        f"--nodes={len(run.hosts)}",
+        f"--ntasks-per-node={run.gpus_per_node}",
+        f"--gpus-per-node={run.gpus_per_node}",
+        "--exclusive",
+        f"--time={opts.time_limit_min}",
+        "--label",
+        "--export=ALL",
+        f"--container-image={pyxis_image(image)}",
+        *opts.extra_srun_args,
+        "env",
+        *TRANSPORT_TASK_ENV,
+        f"MASTER_ADDR={run.hosts[0]}",
+        f"MASTER_PORT={TORCH_PORT}",
+        "python3",
+        "-c",
+        TORCH_ALL_REDUCE,
+    ]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def in_container(judgement: TransportJudgement, image: str) -> TransportJudgement:
+    """A judgement of a run inside ``image``: its own check name, and the message says where it ran."""
+    result = judgement.result
+    message = f"In a container of {image}: {result.message}"
+    return dataclasses.replace(judgement, result=dataclasses.replace(result, code=CONTAINER_CHECK, message=message))
 
 
 class TransportCheck(Check):
@@ -348,6 +485,26 @@ class TransportCheck(Check):
         outcomes: list[Finding] = []
         for run, command, (rc, out, err) in zip(runs, commands, ctx.run(jobs), strict=True):
             judgement = judge_transport_run(ctx, run, rc, out, err)
+            blame = tuple(h for h in judgement.failing_hosts if h in run.hosts)
+            outcomes.append(with_run(judgement.result, self.name, run.hosts, blame, command=command))
+        return outcomes + self._in_containers(ctx, runs, options)
+
+    def _in_containers(self, ctx: VerifyContext, runs: list[NcclRun], options: NcclOptions) -> list[Finding]:
+        """The same pairs again inside a stock image started through pyxis: a node fails if either falls back.
+
+        Why: training runs in containers, where the plugin, /etc/nccl.conf and the vendor's
+        environment come only from the node's enroot configuration (plan/containers.py); the
+        host run cannot see a container that falls back to sockets.
+        """
+        image = ctx.plan.cluster.container_check_image
+        if not image or not ctx.plan.slurm.pyxis:
+            return []
+        commands = [container_command(run, image, options) for run in runs]
+        ctx.progress(f"{self.title}: {len(runs)} two-node runs in a container of {image} (pyxis)")
+        jobs = [(ctx.launcher, command, ctx.options.nccl_timeout_s) for command in commands]
+        outcomes: list[Finding] = []
+        for run, command, (rc, out, err) in zip(runs, commands, ctx.run(jobs), strict=True):
+            judgement = in_container(judge_transport_run(ctx, run, rc, out, err), image)
             blame = tuple(h for h in judgement.failing_hosts if h in run.hosts)
             outcomes.append(with_run(judgement.result, self.name, run.hosts, blame, command=command))
         return outcomes

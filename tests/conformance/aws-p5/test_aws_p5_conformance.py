@@ -21,6 +21,8 @@ FSx units mounted `:/ckpt` with lnet.service but no address.
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -28,12 +30,16 @@ import jinja2
 import pytest
 import yaml
 from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.enroot_testkit import container_environment
+from tests.shipped_slurm import slurm_tool
+from tests.specs import example_data, write_spec
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render.inventory import group_vars
 from clusterctl.render.tree import render_files
 
 ROLES = REPO_ROOT / "roles"
+VENDOR = Path(__file__).resolve().parent / "vendor"
 MULTIARCH = "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"
 
 
@@ -121,11 +127,34 @@ def test_no_fi_variables_the_current_plugin_sets_itself(files: dict[str, str], j
     assert not emitted & {"FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE", "RDMAV_FORK_SAFE"}
 
 
-def test_no_tuning_the_plugin_applies_on_p5(files: dict[str, str], job_env: dict[str, str]) -> None:
-    # aws/aws-ofi-nccl src/platform-aws.cpp@2daf7d3 platform_data_map: on p5 the plugin sets NCCL_BUFFSIZE and
-    # NCCL_P2P_NET_CHUNKSIZE itself when unset (the sbatch files' exports are the same values).
-    emitted = set(job_env) | set(_nccl_conf(files["nccl/p5.conf"]))
-    assert not emitted & {"NCCL_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE"}
+def test_jobs_get_the_sbatch_buffers_until_the_plugin_sets_them(files: dict[str, str], job_env: dict[str, str]) -> None:
+    # awsome micro-benchmarks/nccl-tests/slurm/nccl-tests-container.sbatch@7217859 lines 40 and 43 (and
+    # nccl-tests-ami.sbatch lines 40-41): NCCL_BUFFSIZE=8388608, NCCL_P2P_NET_CHUNKSIZE=524288 on p5.
+    # aws/aws-ofi-nccl sets both for p5/p5e itself only from v1.16.0 (src/platform-aws.cpp@v1.16.0 lines
+    # 146-147); src/platform-aws.c@v1.14.2, the example's plugin, does not: the job must. Same values.
+    sbatch = (VENDOR / "nccl-tests-container.sbatch").read_text().splitlines()
+    assert (sbatch[39], sbatch[42]) == ("export NCCL_BUFFSIZE=8388608", "export NCCL_P2P_NET_CHUNKSIZE=524288")
+    assert "NCCL_BUFFSIZE" not in (VENDOR / "platform-aws.c@v1.14.2").read_text()
+    v116 = (VENDOR / "platform-aws.cpp@v1.16.0").read_text().splitlines()
+    assert (v116[145].strip(), v116[146].strip()) == (
+        '{ "NCCL_BUFFSIZE", "8388608" },',
+        '{ "NCCL_P2P_NET_CHUNKSIZE", "524288" },',
+    )
+    assert job_env["NCCL_BUFFSIZE"] == "8388608"
+    assert job_env["NCCL_P2P_NET_CHUNKSIZE"] == "524288"
+    assert "NCCL_BUFFSIZE" not in _nccl_conf(files["nccl/p5.conf"])  # per job, not system description
+
+
+def test_a_plugin_that_sets_them_itself_gets_neither(tmp_path: Path) -> None:
+    # aws-ofi-nccl 1.16.3 (EFA installer 1.43.2) sets both itself (platform-aws.cpp from v1.16.0).
+    data = example_data("aws-burst.yaml")
+    provider = next(g for g in data["nodes"] if g.get("burst"))["burst"]["provider"]
+    provider.update(aws_ofi_nccl="1.16.3", efa_installer="1.43.2", efa_installer_checksum="sha256:" + "1" * 64)
+    shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path)
+    plan = load_and_validate(write_spec(tmp_path, data)).plan
+    burst = {f.path: f.text for f in render_files(plan)}
+    assert "NCCL_BUFFSIZE" not in burst["nccl/p5.env"]
+    assert "NCCL_P2P_NET_CHUNKSIZE" not in burst["nccl/p5.env"]
 
 
 # --- The EFA installer and aws-ofi-nccl (roles/efa) -------------------------------------------------
@@ -236,3 +265,163 @@ def test_fsx_client_comes_from_the_fsx_repository() -> None:
     assert aws["repo"]["signed_by"].endswith("/fsx-ubuntu-public-key.asc")
     assert aws["packages"][1:] == ["lustre-client-modules-aws", "initramfs-tools"]
     assert aws["packages"][0].startswith("lustre-client-modules-{{ ansible_facts['kernel']")
+
+
+# --- The health check: every EFA device of the instance type ----------------------------------------
+
+
+def _efa_sysfs(root: Path, count: int) -> Path:
+    """A /sys/bus/pci/devices with ``count`` EFA functions (Amazon 0x1d0f:0xefa1) and an ENA NIC."""
+    pci = root / "pci"
+    for i in range(count):
+        dev = pci / f"0000:{0x40 + i:02x}:00.0"
+        dev.mkdir(parents=True)
+        (dev / "vendor").write_text("0x1d0f\n")
+        (dev / "device").write_text("0xefa1\n")
+    ena = pci / "0000:00:05.0"
+    ena.mkdir(parents=True)
+    (ena / "vendor").write_text("0x1d0f\n")
+    (ena / "device").write_text("0xec20\n")
+    return pci
+
+
+@pytest.mark.parametrize(("found", "drained"), [(32, False), (31, True)])
+def test_the_health_check_counts_the_efa_devices(
+    files: dict[str, str], tmp_path: Path, found: int, drained: bool
+) -> None:
+    # awsome 4.validation_and_observability/2.gpu-cluster-healthcheck/checks/2-efa-enumeration.sh@7217859
+    # line 24 counts the EFA PCI functions (`lspci | grep -ci EFA`) against instance-profiles.conf line 15
+    # (p5.48xlarge|8|32|true|efa) and fails the node on a mismatch (lines 46-49).
+    assert "lspci | grep -ci" in (VENDOR / "2-efa-enumeration.sh").read_text().splitlines()[23]
+    assert (VENDOR / "instance-profiles.conf").read_text().splitlines()[14] == "p5.48xlarge|8|32|true|efa"
+    assert "efa gpu001 32" in files["health/health.conf"].splitlines()
+    script = tmp_path / "clusterctl-healthcheck"
+    script.write_text(files["health/clusterctl-healthcheck"])
+    conf = tmp_path / "health.conf"
+    conf.write_text(files["health/health.conf"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol-calls"
+    stubs = {
+        "scontrol": f'echo "$*" >> {calls}\n',
+        "nvidia-smi": "for i in 0 1 2 3 4 5 6 7; do echo $i; done\n",
+        "logger": "exit 0\n",
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    driver = tmp_path / "version"
+    driver.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20\n")
+    mounts = tmp_path / "mounts"
+    mounts.write_text("".join(f"fsx {m} lustre rw 0 0\n" for m in ("/fsx/datasets", "/fsx/ckpt", "/home")))
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CLUSTERCTL_HEALTH_CONF": str(conf),
+        "CLUSTERCTL_HEALTH_HOST": "gpu001",
+        "CLUSTERCTL_HEALTH_SYSFS_PCI": str(_efa_sysfs(tmp_path, found)),
+        "CLUSTERCTL_HEALTH_DRIVER": str(driver),
+        "CLUSTERCTL_HEALTH_MOUNTS": str(mounts),
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
+    }
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
+    drains = [c for c in (calls.read_text().splitlines() if calls.exists() else []) if "state=drain" in c]
+    if drained:
+        assert done.returncode == 1
+        (drain,) = drains
+        assert "reason=clusterctl-health: efa: 31 of 32 EFA devices" in drain
+    else:
+        assert done.returncode == 0, done.stderr
+        assert drains == []
+
+
+# --- What every container gets (pyxis/enroot) -------------------------------------------------------
+
+
+def test_containers_get_libfabric_and_the_plugin_from_the_node(files: dict[str, str]) -> None:
+    # awsome nccl-tests-container.sbatch@7217859 line 48 names the plugin's tuner at
+    # /opt/amazon/ofi-nccl/lib/$(uname -m)-linux-gnu inside the container (an image built with the EFA
+    # installer); a stock image has neither it nor libfabric, so the node's are mounted at those paths.
+    assert (
+        f"export NCCL_TUNER_PLUGIN={MULTIARCH.replace('x86_64', '$(uname -m)')}/libnccl-ofi-tuner.so"
+        in ((VENDOR / "nccl-tests-container.sbatch").read_text().splitlines()[47])
+    )
+    fstab = [line.split() for line in files["enroot/mounts.d/p5.fstab"].splitlines() if not line.startswith("#")]
+    mounted = {fields[0]: fields[3] for fields in fstab}
+    assert mounted["/opt/amazon/efa"].startswith("x-create=dir,bind,ro")
+    assert mounted[MULTIARCH].startswith("x-create=dir,bind,ro")
+    assert "/etc/nccl.conf" in mounted
+
+
+def test_a_stock_image_gets_the_plugin_first_and_the_jobs_settings_stay(files: dict[str, str], tmp_path: Path) -> None:
+    # The TaskProlog's environment inside the container (awsome's sbatch exports, the plugin first on
+    # LD_LIBRARY_PATH), through the rendered enroot hook and enroot's own environment code; what the
+    # job or the image sets is kept (NGC images set LD_LIBRARY_PATH).
+    env = container_environment(
+        tmp_path,
+        hook=files["enroot/hooks.d/50-clusterctl-nccl.sh"],
+        task_prolog=files["slurm/task_prolog.d/nccl-p5.sh"],
+        image_environment="LD_LIBRARY_PATH=/usr/local/cuda/lib64\nNCCL_VERSION=2.22.3\n",
+        job_env={"SLURM_JOB_NUM_NODES": "2", "NCCL_P2P_NET_CHUNKSIZE": "131072"},
+    )
+    assert env["LD_LIBRARY_PATH"].split(":") == [
+        "/opt/amazon/efa/lib",
+        "/opt/amazon/openmpi/lib",
+        MULTIARCH,
+        "/usr/local/cuda/lib64",
+    ]
+    assert env["NCCL_TUNER_PLUGIN"] == f"{MULTIARCH}/libnccl-ofi-tuner.so"
+    assert env["NCCL_BUFFSIZE"] == "8388608"
+    assert env["NCCL_P2P_NET_CHUNKSIZE"] == "131072"  # the job's own
+
+
+# --- GDRCopy (ParallelCluster's gdrcopy resource, awsome's nvidia_gdrcopy role) --------------------
+
+
+def test_gdrcopy_is_parallelclusters_release_with_its_checksum(files: dict[str, str]) -> None:
+    # aws/aws-parallelcluster-cookbook resources/gdrcopy/partial/_gdrcopy_common.rb@f75d84c lines 15-21.
+    common = (VENDOR / "_gdrcopy_common.rb").read_text().splitlines()
+    version = common[15].strip().strip("'")
+    checksum = common[19].strip().strip("'")
+    assert (common[14], common[18]) == ("def gdrcopy_version", "def gdrcopy_checksum")
+    group = yaml.safe_load(files["ansible/inventory/group_vars/all.yml"].replace("!unsafe ", ""))
+    assert group["clusterctl_versions"]["gdrcopy"] == version == "2.4"
+    assert group["clusterctl_efa"]["gdrcopy_checksum"] == f"sha256:{checksum}"
+    assert "{{ efa_gdrcopy_checksum }}" in str(
+        _tasks(ROLES / "efa" / "tasks" / "gdrcopy.yml", "ansible.builtin.get_url")
+    )
+
+
+def test_gdrcopy_is_built_and_installed_as_parallelcluster_does() -> None:
+    # gdrcopy_ubuntu20+.rb@f75d84c line 22 (build dependencies), lines 31-35 (`CUDA=/usr/local/cuda
+    # ./build-deb-packages.sh`, then gdrdrv-dkms, libgdrapi, gdrcopy-tests, gdrcopy); awsome's
+    # roles/nvidia_gdrcopy/tasks/main.yml@7217859 lines 26-30 build the same sources with CUDA=/usr/local/cuda.
+    ubuntu = (VENDOR / "gdrcopy_ubuntu20+.rb").read_text().splitlines()
+    deps = ubuntu[21].split("%w(")[1].rstrip(")").split()
+    installed = [re.search(r"dpkg -i (\S+?)_", line)[1] for line in ubuntu[31:35]]  # type: ignore[index]
+    assert ubuntu[30].strip() == "CUDA=/usr/local/cuda ./build-deb-packages.sh"
+    defaults = _yaml(ROLES / "efa" / "defaults" / "main.yml")
+    assert defaults["efa_gdrcopy_build_packages"] == deps  # type: ignore[index]
+    assert defaults["efa_gdrcopy_packages"] == installed == ["gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy"]  # type: ignore[index]
+    (build,) = [
+        t
+        for t in _yaml(ROLES / "efa" / "tasks" / "gdrcopy.yml")[1]["block"]
+        if "ansible.builtin.command" in t  # type: ignore[index]
+    ]
+    assert build["ansible.builtin.command"]["argv"] == ["./build-deb-packages.sh"]
+    assert build["ansible.builtin.command"]["chdir"].endswith("/packages")
+    assert build["environment"] == {"CUDA": "{{ efa_aws_ofi_nccl_cuda_home }}"}
+    assert defaults["efa_aws_ofi_nccl_cuda_home"] == "/usr/local/cuda"  # type: ignore[index]
+    awsome = (VENDOR / "nvidia_gdrcopy-tasks-main.yml").read_text().splitlines()
+    assert "make CUDA=/usr/local/cuda" in awsome[28]
+
+
+def test_gdrdrv_is_started_at_configure() -> None:
+    # _gdrcopy_common.rb@f75d84c lines 97-106: on GPU instances the configure step enables and starts
+    # the gdrcopy service, gdrdrv on Ubuntu (gdrcopy_ubuntu20+.rb line 44).
+    ubuntu = (VENDOR / "gdrcopy_ubuntu20+.rb").read_text().splitlines()
+    assert ubuntu[43].strip() == "'gdrdrv'"
+    (service,) = _tasks(ROLES / "efa" / "tasks" / "configure.yml", "ansible.builtin.systemd_service")
+    assert service["name"] == "{{ efa_gdrcopy_service }}"
+    assert service["enabled"] is True
+    assert _yaml(ROLES / "efa" / "defaults" / "main.yml")["efa_gdrcopy_service"] == "gdrdrv"  # type: ignore[index]

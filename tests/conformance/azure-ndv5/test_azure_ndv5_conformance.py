@@ -14,6 +14,7 @@ mlx5_ib*, and the managed Lustre unit mounted `:/lustrefs`. Every test here fail
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
@@ -203,3 +204,58 @@ def test_lustre_client_is_the_images() -> None:
     assert azure["repo"]["uris"] == "https://packages.microsoft.com/repos/amlfs-{{ __storage_clients_codename }}/"
     assert azure["packages"] == ["lustre-client-2.17.0-24-gf517bc4", "amlfs-lustre-client-dkms-2.17.0-24-gf517bc4"]
     assert 'LUSTRE_DKMS_CONFIGURE_EXTRA="--with-o2ib=no"' in azure["dkms_config"]
+
+
+# --- DOCA-OFED and nvidia-peermem, as Azure's image --------------------------------------------------
+
+AZ_VENDOR = Path(__file__).resolve().parent / "vendor"
+
+
+def test_nd_nodes_get_azures_doca_release(plan) -> None:  # type: ignore[no-untyped-def]
+    # Azure/azhpc-images versions.json@8e9d055 lines 41-46: doca.ubuntu24.04.x86_64 version, sha256, url.
+    vendor = json.loads((AZ_VENDOR / "versions.json").read_text())["doca"]["ubuntu24.04"]["x86_64"]
+    group = group_vars(plan)
+    assert group["clusterctl_doca"] == {
+        "ndv5": {"version": vendor["version"], "url": vendor["url"], "checksum": f"sha256:{vendor['sha256']}"}
+    }
+
+
+def test_doca_is_installed_as_install_doca_sh_does() -> None:
+    # Azure/azhpc-images components/install_doca.sh@8e9d055: `dpkg -i $DOCA_FILE` (line 39), the dkms pin
+    # (lines 42-46), `apt-get -y install doca-ofed` (line 107); the repository package checked by sha256
+    # (download_and_verify, line 16).
+    script = (AZ_VENDOR / "install_doca.sh").read_text().splitlines()
+    assert script[38].strip() == "dpkg -i $DOCA_FILE"
+    assert script[106].strip() == "apt-get -y install doca-ofed"
+    vendor_pin = "\n".join(line.strip() for line in script[42:45]) + "\n"
+    tasks = yaml.safe_load((REPO_ROOT / "roles" / "rdma" / "tasks" / "doca.yml").read_text())[0]["block"]
+    by_module = {m: t for t in tasks for m in t if m.startswith(("ansible.builtin.", "clusterctl.node."))}
+    get_url = by_module["ansible.builtin.get_url"]["ansible.builtin.get_url"]
+    assert get_url["checksum"] == "{{ rdma_doca_checksum }}"
+    debs = [t["ansible.builtin.apt"] for t in tasks if "ansible.builtin.apt" in t]
+    assert debs[0]["deb"].endswith("{{ rdma_doca_url | basename }}")
+    assert debs[1]["name"] == "doca-ofed"
+    (pin,) = by_module["clusterctl.node.sync_files"]["clusterctl.node.sync_files"]["files"]
+    assert pin["dest"] == "/etc/apt/preferences.d/doca-dkms-pin"
+    assert pin["content"] == vendor_pin
+
+
+def test_gpudirect_is_nvidia_peermem_as_ndv5_sh_loads_it(plan) -> None:  # type: ignore[no-untyped-def]
+    # components/customizations/ndv5.sh@8e9d055 line 31: `modprobe nvidia-peermem` (DOCA's ib_core has the
+    # peer-memory API); the nvidia_driver role then takes peermem on these nodes, not DMA-BUF.
+    assert (AZ_VENDOR / "ndv5.sh").read_text().splitlines()[30] == "modprobe nvidia-peermem"
+    assert group_vars(plan)["clusterctl_gpudirect"] == {"ndv5": "peermem"}
+    default = _defaults("nvidia_driver")["nvidia_driver_gpudirect"]
+    env = jinja2.Environment()
+    assert env.from_string(default).render(clusterctl_gpudirect={"ndv5": "peermem"}, clusterctl_hardware="ndv5") == (
+        "peermem"
+    )
+    assert env.from_string(default).render(clusterctl_hardware="dgx-h100") == "auto"
+
+
+def test_containers_get_the_topology_file(plan) -> None:  # type: ignore[no-untyped-def]
+    # ndv5.sh@8e9d055 lines 8-15: NCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml in /etc/nccl.conf; a container
+    # started through pyxis gets both from the node (enroot mounts.d), or NCCL inside would not pair GPU and HCA.
+    files = {f.path: f.text for f in render_files(plan)}
+    fstab = [ln.split() for ln in files["enroot/mounts.d/ndv5.fstab"].splitlines() if not ln.startswith("#")]
+    assert {fields[0] for fields in fstab} >= {"/etc/nccl.conf", "/opt/microsoft"}

@@ -13,14 +13,18 @@ what is checked is behaviour, not only text.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.enroot_testkit import container_environment
+from tests.shipped_slurm import slurm_tool
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render.tree import render_files
@@ -101,6 +105,16 @@ def test_long_prolog_timeouts(files: dict[str, str]) -> None:
         assert ours.get(key) == vendor[key], f"{key}: ours {ours.get(key)!r}, Google's {vendor[key]!r}"
 
 
+def test_step_credentials_outlive_the_long_prolog(files: dict[str, str]) -> None:
+    # long-prolog-slurm.conf.tpl@1047080 line 44: AuthInfo=cred_expire=600 beside the 600 s timers; slurm.conf(5)
+    # AuthInfo cred_expire (default 120 s) must be "long enough to load user environment, run prolog".
+    line = (VENDOR / "long-prolog-slurm.conf.tpl").read_text().splitlines()[43]
+    assert line == "AuthInfo=cred_expire=600"
+    ours = _slurm_conf(files["slurm/slurm.conf"])
+    assert ours["AuthInfo"] == line.split("=", 1)[1]
+    assert int(ours["AuthInfo"].split("=")[1]) >= int(ours["PrologEpilogTimeout"])
+
+
 def test_a3mega_partitions_are_exclusive_with_the_vendor_timeouts(files: dict[str, str], blueprint: dict) -> None:
     # GoogleCloudPlatform/cluster-toolkit:examples/machine-learning/a3-megagpu-8g/
     # a3mega-slurm-blueprint.yaml@1047080, module a3mega_partition: partition_conf.
@@ -143,13 +157,24 @@ def test_prolog_starts_rxdm_with_googles_docker_options(files: dict[str, str]) -
     assert vendor <= ours, f"missing: {sorted(vendor - ours)}"
 
 
-def test_rxdm_flags_follow_the_plugin_readme(files: dict[str, str]) -> None:
-    # google/nccl-plugin-gpudirect-tcpxo:README.md@04815d1 ("Notes for Existing Users"): from
-    # tcpgpudmarxd v1.0.20 the flag set is --num_hops=2; --uid=, --alsologtostderr, --num_nics= retired.
+def test_rxdm_and_plugin_are_the_pair_and_flags_of_googles_prolog(files: dict[str, str]) -> None:
+    # GoogleCloudPlatform/slurm-gcp:tools/prologs-epilogs/receive-data-path-manager-mega@13fd92b lines 31-32
+    # (plugin installer v1.0.17, tcpgpudmarxd v1.0.23) and line 73 (--num_hops=2 --num_nics=8 --uid=
+    # --alsologtostderr). The references disagree on the flags: google/nccl-plugin-gpudirect-tcpxo:
+    # README.md@04815d1 ("Notes for Existing Users") retires all but --num_hops=2 from RxDM v1.0.20 (the
+    # others are accepted and only logged); clusterctl runs what Google's prolog runs.
+    vendor = (VENDOR / "receive-data-path-manager-mega").read_text().splitlines()
+    plugin = vendor[30].split("=", 1)[1]
+    rxdm = vendor[31].split("=", 1)[1]
+    flags = vendor[72].split()
+    assert plugin.endswith(":v1.0.17")
+    assert rxdm.endswith(":v1.0.23")
     prolog = files[f"slurm/prolog.d/nccl-{HW}.sh"]
-    assert "tcpgpudmarxd-dev:v1.0.21" in prolog
-    assert "--num_hops=2" in prolog
-    assert not re.search(r"--uid=|--alsologtostderr|--num_nics=", prolog)
+    assert rxdm in prolog
+    assert plugin in prolog
+    started = re.sub(r"\\\n\s*", " ", prolog)
+    (line,) = [ln for ln in started.splitlines() if "docker run" in ln and "tcpgpudmarxd-dev" in ln]
+    assert line.split(rxdm, 1)[1].split()[: len(flags)] == flags
 
 
 def test_prolog_installs_the_plugin_with_the_installer_image(tmp_path: Path, files: dict[str, str]) -> None:
@@ -157,7 +182,7 @@ def test_prolog_installs_the_plugin_with_the_installer_image(tmp_path: Path, fil
     # ${NCCL_PLUGIN_IMAGE} install --install-nccl` writes /var/lib/tcpxo/lib64.
     rc, calls, _ = _run_script(tmp_path, files[f"slurm/prolog.d/nccl-{HW}.sh"], READY="1")
     assert rc == 0
-    image = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
+    image = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.17"
     (install,) = [c for c in calls if c.startswith("docker run") and image in c]
     assert "--volume /var/lib:/var/lib" in install
     assert install.endswith(f"{image} install --install-nccl")
@@ -202,7 +227,14 @@ def _run_script(tmp_path: Path, text: str, **env: str) -> tuple[int, list[str], 
     text = text.replace("/var/lib/tcpxo/lib64", str(tmp_path / "tcpxo"))
     script = tmp_path / "script.sh"
     script.write_text(text)
-    base = {"PATH": f"{bindir}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2"}
+    base = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NUM_NODES": "2",
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
+    }
     done = subprocess.run(["bash", str(script)], env={**base, **env}, capture_output=True, text=True, check=False)
     return done.returncode, calls.read_text().splitlines(), done.stderr
 
@@ -236,7 +268,7 @@ def test_prolog_waits_for_rxdm_and_fails_the_job_with_a_reason(tmp_path: Path, f
     assert calls.count("sleep 2") == 60
     drains = [c for c in calls if c.startswith("scontrol update")]
     assert drains
-    assert "State=DRAIN" in drains[0]
+    assert "state=drain" in drains[0]
     assert "Buffer manager initialization complete" in drains[0]
     assert "within 120 s" in stderr
     rc, calls, _ = _run_script(tmp_path, prolog, READY="1")
@@ -336,8 +368,8 @@ def test_inventory_pins_the_gpudirect_pieces(files: dict[str, str], blueprint: d
     dmabuf = yaml.safe_load(_runner(blueprint, "install_dmabuf.yml")["content"])[0]["vars"]["dmabuf_version"]
     versions = group_vars["clusterctl_versions"]
     assert versions["dmabuf_import_helper"] == dmabuf
-    assert versions["gpudirect_tcpxo_plugin"] == "1.0.15"
-    assert versions["gpudirect_tcpxo_rxdm"] == "1.0.21"
+    assert versions["gpudirect_tcpxo_plugin"] == "1.0.17"
+    assert versions["gpudirect_tcpxo_rxdm"] == "1.0.23"
     assert group_vars["clusterctl_nccl_fabrics"] == {HW: "gpudirect-tcpxo"}
 
 
@@ -429,3 +461,84 @@ def test_docker_for_rxdm_with_data_on_the_local_ssd(blueprint: dict) -> None:
     assert defaults["gpudirect_docker_packages"] == ["docker.io"]
     # `docker run --gpus all` (receive-data-path-manager-mega@13fd92b) needs the NVIDIA container toolkit.
     assert any("nvidia-container-toolkit=" in str(a["name"]) for a in installs)
+
+
+# --- containers (pyxis/enroot) ---------------------------------------------------------------
+
+
+def test_containers_get_the_plugin_directory_and_the_aperture_devices(files: dict[str, str]) -> None:
+    # GoogleCloudPlatform/cluster-toolkit:examples/machine-learning/a3-megagpu-8g/nccl-tests/
+    # run-nccl-tests.sh@1047080 line 54 mounts /var/lib/tcpxo/lib64 into every container of the job by
+    # hand (CONTAINER_MOUNTS); here the node's enroot mounts it into every container. The LLCM aperture
+    # devices NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY names (line 38) come in read-write with their bind mounts.
+    vendor = (VENDOR / "run-nccl-tests.sh").read_text().splitlines()
+    assert vendor[53] == 'CONTAINER_MOUNTS=${CONTAINER_MOUNTS},"/var/lib/tcpxo/lib64/"'
+    assert vendor[37] == "export NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices"
+    fstab = [ln.split() for ln in files[f"enroot/mounts.d/{HW}.fstab"].splitlines() if not ln.startswith("#")]
+    mounts = {fields[0]: (fields[1], fields[3].split(",")) for fields in fstab}
+    target, options = mounts["/var/lib/tcpxo/lib64"]
+    assert target == "/var/lib/tcpxo/lib64"
+    assert {"x-create=dir", "bind", "ro"} <= set(options)
+    target, options = mounts["/dev/aperture_devices"]
+    assert {"rbind", "rw"} <= set(options)
+    assert "nodev" not in options  # the plugin maps the PCI resource files behind them
+
+
+def test_a_stock_image_gets_what_run_nccl_tests_exports(files: dict[str, str], tmp_path: Path) -> None:
+    # run-nccl-tests.sh@1047080 lines 34-38 (the profile, then the four NIC/aperture variables) and line 65
+    # (LD_LIBRARY_PATH=/var/lib/tcpxo/lib64 first, inside the container), for a stock image, through the
+    # rendered enroot hook and enroot's own environment code; the user's and the image's values stay.
+    lib = tmp_path / "tcpxo"
+    lib.mkdir()
+    (lib / "nccl-env-profile.sh").write_text((VENDOR / "nccl-env-profile.sh").read_text())
+    env = container_environment(
+        tmp_path,
+        hook=files["enroot/hooks.d/50-clusterctl-nccl.sh"],
+        task_prolog=files[f"slurm/task_prolog.d/nccl-{HW}.sh"],
+        image_environment="LD_LIBRARY_PATH=/usr/local/cuda/lib64\nNCCL_PROTO=Simple\n",
+        job_env={"SLURM_JOB_NUM_NODES": "2", "NCCL_DEBUG": "INFO"},
+        host_paths={"/var/lib/tcpxo/lib64": lib},
+    )
+    vendor = dict(re.findall(r"^export (NCCL_\w+)=(\S+)$", (VENDOR / "run-nccl-tests.sh").read_text(), re.M))
+    for name, value in vendor.items():
+        assert env[name] == value, name
+    assert env["LD_LIBRARY_PATH"].split(":") == [str(lib), "/usr/local/cuda/lib64"]
+    assert env["NCCL_PROTO"] == "Simple"  # the image's
+    assert env["NCCL_DEBUG"] == "INFO"  # the user's, though the profile forces WARN
+    assert env["NCCL_FASTRAK_USE_LLCM"] == "1"  # the plugin's own profile
+
+
+def test_single_node_containers_keep_nccls_defaults(files: dict[str, str], tmp_path: Path) -> None:
+    # run-nccl-tests.sh is a multi-node job; receive-data-path-manager-mega@13fd92b lines 23-25 skip 1-node jobs.
+    env = container_environment(
+        tmp_path,
+        hook=files["enroot/hooks.d/50-clusterctl-nccl.sh"],
+        task_prolog=files[f"slurm/task_prolog.d/nccl-{HW}.sh"],
+        job_env={"SLURM_JOB_NUM_NODES": "1"},
+    )
+    assert not [name for name in env if name.startswith("NCCL_")]
+
+
+def test_enroot_data_is_on_the_local_ssd(blueprint: dict) -> None:
+    # a3mega-slurm-blueprint.yaml@1047080 lines 230-236: /etc/enroot/enroot.conf puts enroot's runtime,
+    # cache, data and temporary files on the local SSD array (/mnt/localssd), per user. The role's paths
+    # with the plan's storage for a3mega are the same (evaluated as Ansible would, plain Jinja is enough).
+    runtime = yaml.safe_load((REPO_ROOT / "roles" / "container_runtime" / "vars" / "main.yml").read_text())
+    paths = jinja2.Environment().from_string(runtime["__container_runtime_enroot_paths"])
+    plan = load_and_validate(EXAMPLES / "gcp-a3mega.yaml").plan
+    (profile,) = plan.nccl
+    assert profile.container_storage == "/mnt/localssd"
+    ours = ast.literal_eval(paths.render(container_runtime_enroot_storage=profile.container_storage).strip())
+    vendor = {
+        key: value.strip()
+        for key, value in (
+            line.split(None, 1) for line in _runner(blueprint, "/etc/enroot/enroot.conf")["content"].splitlines()
+        )
+        if key != "ENROOT_CONFIG_PATH"
+    }
+    assert vendor == {
+        "ENROOT_RUNTIME_PATH": ours["runtime"],
+        "ENROOT_CACHE_PATH": ours["cache"],
+        "ENROOT_DATA_PATH": ours["data"],
+        "ENROOT_TEMP_PATH": ours["temp"],
+    }

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.conftest import REPO_ROOT
+from tests.enroot_testkit import container_environment
 
 from clusterctl.catalog.instances import instance_type
 from clusterctl.pipeline import load_and_validate
@@ -171,3 +172,93 @@ def test_profile_script_and_ibverbs_utils(blueprint: dict) -> None:
         assert piece in ours
     apt = next(t["ansible.builtin.apt"] for t in tasks if "ansible.builtin.apt" in t)
     assert "ibverbs-utils" in apt["name"]
+
+
+# --- the nodes' image and placement ----------------------------------------------------------
+
+
+def _blueprint_lines(fixtures_dir: Path) -> list[str]:
+    return (fixtures_dir / "cloud" / "gcp_ctk_a3ultra-slurm-blueprint.yaml").read_text().splitlines()
+
+
+def test_nodes_boot_ubuntus_accelerator_image(fixtures_dir: Path) -> None:
+    # a3ultra-slurm-blueprint.yaml@1047080 lines 28-30: the nodes' image is built from
+    # ubuntu-os-accelerator-images/ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522 (the NVIDIA 580
+    # driver and the RDMA NIC setup), not the plain Ubuntu image the other machine types get.
+    lines = _blueprint_lines(fixtures_dir)
+    assert [ln.strip() for ln in lines[27:30]] == [
+        "base_image:",
+        "project: ubuntu-os-accelerator-images",
+        "image: ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522",
+    ]
+    cloud = load_and_validate(SPEC).plan.cloud
+    assert cloud is not None
+    groups = {g.group: g for g in cloud.groups}
+    vendor = (
+        "projects/ubuntu-os-accelerator-images/global/images/ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522"
+    )
+    assert groups["gpu"].os_image == vendor
+    assert groups["ctl"].os_image is None  # CPU nodes keep the plain image
+    # The stacks boot it (and build the profile's baked image from it).
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT / "stacks" / "common"))
+    from clusterctl_stack import base_image, group_image
+
+    assert group_image(cloud, groups["gpu"]) == vendor
+    assert base_image(cloud, "a3ultra") == vendor
+    assert group_image(cloud, groups["ctl"]) == cloud.image
+
+
+def test_no_compact_placement_policy(fixtures_dir: Path) -> None:
+    # a3ultra-slurm-blueprint.yaml@1047080 line 623: the a3_ultra_nodeset sets enable_placement: false.
+    assert _blueprint_lines(fixtures_dir)[622].strip() == "enable_placement: false"
+    cloud = load_and_validate(SPEC).plan.cloud
+    assert cloud is not None
+    assert not any(g.placement for g in cloud.groups)
+    assert cloud.placement_strategy is None
+
+
+# --- containers (pyxis/enroot) ---------------------------------------------------------------
+
+
+def test_containers_get_the_gib_directory(files: dict[str, str]) -> None:
+    # run-nccl-tests.sh@1047080 line 46 mounts /usr/local/gib into the job's containers by hand; here the
+    # node's enroot mounts it into every container. The RDMA NICs come in through enroot's 99-mellanox.sh
+    # (MELLANOX_VISIBLE_DEVICES=all on RoCE nodes, roles/container_runtime).
+    assert (VENDOR / "run-nccl-tests.sh").read_text().splitlines()[45] == (
+        'CONTAINER_MOUNTS=${CONTAINER_MOUNTS},"/usr/local/gib"'
+    )
+    fstab = [ln.split() for ln in files[f"enroot/mounts.d/{HW}.fstab"].splitlines() if not ln.startswith("#")]
+    mounts = {fields[0]: fields[3].split(",") for fields in fstab}
+    assert {"x-create=dir", "bind", "ro"} <= set(mounts["/usr/local/gib"])
+    defaults = yaml.safe_load((REPO_ROOT / "roles" / "container_runtime" / "defaults" / "main.yml").read_text())
+    assert "'all' if" in defaults["container_runtime_enroot_config_defaults"]["MELLANOX_VISIBLE_DEVICES"]
+
+
+def test_a_stock_image_gets_gib_first_and_its_environment(files: dict[str, str], tmp_path: Path) -> None:
+    # run-nccl-tests.sh@1047080 line 56: LD_LIBRARY_PATH=/usr/local/gib/lib64 first inside the container;
+    # lines 34-36: set_nccl_env.sh, NCCL_NET=gIB, NCCL_SOCKET_IFNAME. Through the rendered enroot hook and
+    # enroot's own environment code; the image's and the user's values stay.
+    gib = tmp_path / "gib"
+    (gib / "scripts").mkdir(parents=True)
+    (gib / "scripts" / "set_nccl_env.sh").write_text("export NCCL_CROSS_NIC=0\nexport NCCL_IB_TC=52\n")
+    env = container_environment(
+        tmp_path,
+        hook=files["enroot/hooks.d/50-clusterctl-nccl.sh"],
+        task_prolog=files[f"slurm/task_prolog.d/nccl-{HW}.sh"],
+        image_environment="LD_LIBRARY_PATH=/usr/local/cuda/lib64\n",
+        job_env={"SLURM_JOB_NUM_NODES": "2", "NCCL_IB_TC": "104"},
+        host_paths={"/usr/local/gib": gib},
+    )
+    assert (
+        (VENDOR / "run-nccl-tests.sh")
+        .read_text()
+        .splitlines()[55]
+        .strip()
+        .startswith("export LD_LIBRARY_PATH=/usr/local/gib/lib64:")
+    )
+    assert env["LD_LIBRARY_PATH"].split(":") == [str(gib / "lib64"), "/usr/local/cuda/lib64"]
+    assert env["NCCL_NET"] == "gIB"
+    assert env["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20"
+    assert env["NCCL_IB_TC"] == "104"

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from clusterctl.ops import burst as burst_module
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from clusterctl.render import ansible_yaml
-from clusterctl.run import burst as burst_module
 from clusterctl.run import burst_cloud
 from clusterctl.run.events import Event, EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
@@ -121,18 +121,18 @@ def test_resume_adds_to_the_active_set_and_returns_the_hosts(fake, plan: Plan, d
     assert fake.ups == [["gpu-b001", "gpu-b002"]]
     assert active(dirs) == ["gpu-b001", "gpu-b002"]
     assert [(h.hostname, h.address, h.user) for h in hosts] == [
-        ("gpu-b001", "10.20.0.17", "ubuntu"),
-        ("gpu-b002", "10.20.0.18", "ubuntu"),
+        ("gpu-b001", "10.60.0.4", "ubuntu"),
+        ("gpu-b002", "10.60.0.5", "ubuntu"),
     ]
     assert all(h.host_key and h.host_key.startswith("ssh-ed25519 ") for h in hosts)
     entries = inventory_hosts(dirs)
     assert entries is not None
     assert sorted(entries) == ["gpu-b001", "gpu-b002"]
-    assert entries["gpu-b001"]["ansible_host"] == "10.20.0.17"
+    assert entries["gpu-b001"]["ansible_host"] == "10.60.0.4"
     assert entries["gpu-b001"]["ansible_user"] == "ubuntu"
     assert "StrictHostKeyChecking=yes" in entries["gpu-b001"]["ansible_ssh_common_args"]
     known = (dirs[1] / "burst" / "cloud" / f"{GROUP}.known_hosts").read_text()
-    assert "10.20.0.17,gpu-b001 ssh-ed25519 " in known
+    assert "10.60.0.4,gpu-b001 ssh-ed25519 " in known
 
 
 def test_resume_is_idempotent(fake, plan: Plan, dirs) -> None:
@@ -323,7 +323,7 @@ def test_ssh_wait_is_a_share_of_resume_timeout(plan: Plan) -> None:
 def test_burst_resume_marks_nodes_down_with_the_reason(fake, monkeypatch: pytest.MonkeyPatch, plan: Plan, dirs) -> None:
     """Through ``clusterctl burst resume``: the provider's words end up in Slurm's node reason."""
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(burst_module, "scontrol", lambda *args: calls.append(args))
+    monkeypatch.setattr(burst_module.commands, "run_here", lambda argv, *_: calls.append(tuple(argv[1:])))
     monkeypatch.setattr(burst_module, "run_playbook", lambda *a, **k: pytest.fail("nothing to configure"))
     fake.fail = ["api error InsufficientInstanceCapacity: none left"]
     build, state = dirs

@@ -46,10 +46,16 @@ def _other_cloud(tmp_path: Path, kind: str, **provider: Any) -> Plan:
     burst = group(data, "gpu-b")["burst"]
     if kind == "gcp":
         data["hardware"]["p5"]["instance_type"] = "a3-megagpu-8g"
-        burst["provider"] = {"kind": "gcp", "region": "us-central1", "zone": "us-central1-a", **provider}
+        burst["provider"] = {
+            "kind": "gcp",
+            "region": "us-central1",
+            "zone": "us-central1-a",
+            "cidr": "10.60.0.0/24",
+            **provider,
+        }
     else:
         data["hardware"]["p5"]["instance_type"] = "Standard_ND96isr_H100_v5"
-        burst["provider"] = {"kind": "azure", "region": "eastus", **provider}
+        burst["provider"] = {"kind": "azure", "region": "eastus", "cidr": "10.60.0.0/24", **provider}
     path = write_spec(tmp_path, data)
     shutil.copy(EXAMPLES / "aws-burst-machines.csv", tmp_path / "aws-burst-machines.csv")
     return load_and_validate(path).plan

@@ -81,7 +81,5 @@ def test_gpudirect_releases() -> None:
     for fabric, version in DEFAULT_GPUDIRECT_PLUGIN.items():
         assert gpudirect_release(fabric, version) is not None
         assert gpudirect_release(fabric, "v" + version) is not None
-    tcpxo = GPUDIRECT_RELEASES[("gpudirect-tcpxo", "1.0.15")]
-    assert tcpxo.rxdm_image.endswith("gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21")
-    assert not tcpxo.rxdm_legacy_flags
-    assert GPUDIRECT_RELEASES[("gpudirect-tcpxo", "1.0.11")].rxdm_legacy_flags
+    tcpxo = GPUDIRECT_RELEASES[("gpudirect-tcpxo", "1.0.17")]
+    assert tcpxo.rxdm_image.endswith("gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.23")

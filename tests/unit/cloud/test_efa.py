@@ -145,6 +145,7 @@ def test_the_inventory_hands_the_role_its_releases_and_checksums() -> None:
         "ofi_nccl_checksum": "",
         "ofi_nccl_libdir": MULTIARCH,
         "ofi_nccl_files": ["libnccl-net.so", "libnccl-ofi-tuner.so"],
+        "gdrcopy_checksum": efa.GDRCOPY_CHECKSUM,
     }
     assert gv["clusterctl_nccl_fabrics"] == {"p5": "efa"}
 
@@ -153,3 +154,51 @@ def test_other_clouds_get_no_efa_inputs() -> None:
     gv = group_vars(load_and_validate(EXAMPLES / "azure-ndv5.yaml").plan)
     assert "clusterctl_efa" not in gv
     assert "efa_installer" not in gv["clusterctl_versions"]
+
+
+def _burst(tmp_path: Path, **provider: str) -> Path:
+    data = example_data("aws-burst.yaml")
+    burst = next(g for g in data["nodes"] if g.get("burst"))
+    burst["burst"]["provider"].update(provider)
+    return write_spec(tmp_path, data)
+
+
+@pytest.mark.parametrize(
+    ("code", "provider", "field", "fragment"),
+    [
+        ("CLD091", {"efa_installer": "1.43.2", "aws_ofi_nccl": "1.16.3"}, "efa_installer", "knows no checksum"),
+        ("CLD090", {"efa_installer": "1.43.2", "efa_installer_checksum": CHECKSUM}, "aws_ofi_nccl", "installs"),
+        ("CLD014", {"aws_ofi_nccl": "1.7.1", "efa_installer": "1.24.1"}, "aws_ofi_nccl", "needs aws-ofi-nccl"),
+    ],
+)
+def test_a_burst_groups_efa_pins_get_the_top_levels_checks(
+    tmp_path: Path, code: str, provider: dict[str, str], field: str, fragment: str
+) -> None:
+    """A burst group on AWS installs the same EFA software: its pins are refused where the top level's would be."""
+    (finding,) = [f for f in _findings(_burst(tmp_path, **provider), code) if f.level is Level.ERROR]
+    assert finding.dotted_path == f"nodes[3].burst.provider.{field}"
+    assert fragment in finding.message
+    assert "burst group `gpu-b`" in finding.message
+
+
+def test_the_burst_examples_efa_pins_pass() -> None:
+    findings, _ = run_rules(load_spec(EXAMPLES / "aws-burst.yaml"))
+    assert not [f for f in findings if f.code.startswith("CLD") and f.level >= Level.WARNING]
+
+
+def test_a_burst_groups_gpudirect_plugin_gets_the_top_levels_check(tmp_path: Path) -> None:
+    """CLD015 on a GCP burst group: an unknown GPUDirect-TCPXO plugin release is refused at the group's provider."""
+    data = example_data("aws-burst.yaml")
+    data["hardware"]["p5"]["instance_type"] = "a3-megagpu-8g"
+    burst = next(g for g in data["nodes"] if g.get("burst"))
+    gcp = {
+        "kind": "gcp",
+        "project": "my-gpu-project",
+        "region": "us-central1",
+        "zone": "us-central1-a",
+        "gpudirect_plugin": "9.9.9",
+    }
+    burst["burst"]["provider"] = gcp
+    (finding,) = _findings(write_spec(tmp_path, data), "CLD015")
+    assert finding.level is Level.ERROR
+    assert finding.dotted_path == "nodes[3].burst.provider.gpudirect_plugin"

@@ -85,8 +85,9 @@ def test_gcp_tcpxo_uses_the_plugin_profile_and_the_vendor_nics(tmp_path: Path, f
     assert set(_names(profile.settings)) == {"NCCL_SOCKET_IFNAME"}
     daemon = profile.job_daemon
     assert daemon is not None
-    assert daemon.image.endswith("tcpgpudmarxd-dev:v1.0.21")
-    assert "--uid=" not in daemon.args
+    assert daemon.image.endswith("tcpgpudmarxd-dev:v1.0.23")
+    # The flags of Google's prolog (slurm-gcp receive-data-path-manager-mega@13fd92b line 73).
+    assert daemon.args == ["--num_hops=2", "--num_nics=8", "--uid=", "--alsologtostderr"]
 
 
 def test_gcp_tcpxo_old_rxdm_keeps_retired_flags(tmp_path: Path) -> None:
@@ -169,7 +170,7 @@ def test_gcp_tcpxo_vendor_slurm_and_pins(tmp_path: Path) -> None:
     )
     versions = plan.cluster.versions
     assert versions["dmabuf_import_helper"] == "1.1"
-    assert (versions["gpudirect_tcpxo_plugin"], versions["gpudirect_tcpxo_rxdm"]) == ("1.0.15", "1.0.21")
+    assert (versions["gpudirect_tcpxo_plugin"], versions["gpudirect_tcpxo_rxdm"]) == ("1.0.17", "1.0.23")
     assert "nccl_gib" not in versions
 
 

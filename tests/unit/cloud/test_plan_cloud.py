@@ -49,7 +49,7 @@ def test_gcp_plan() -> None:
     cloud = plan_of("gcp-a3mega.yaml").cloud
     assert [IPv4Network(n.cidr).prefixlen for n in cloud.gpu_networks] == [20] * 8
     assert cloud.placement_strategy == "compact"
-    assert cloud.plugins["rxdm_image"].endswith(":v1.0.21")
+    assert cloud.plugins["rxdm_image"].endswith(":v1.0.23")
     assert cloud.group("gpu").gpu_nics[0] == "enp6s0"
 
 

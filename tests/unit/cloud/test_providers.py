@@ -163,5 +163,6 @@ def test_missing_cli_stops_before_anything(tmp_path: Path, monkeypatch: pytest.M
             validated.plan, tmp_path / "build", state, yes=True, events=EventBus()
         )
     assert not state.exists()
-    status = cloud_module.CloudProvider("aws").status(validated.plan, state)
-    assert all(v.startswith("unknown (The Pulumi CLI") for v in status.values())
+    with pytest.raises(ProviderError, match="The Pulumi CLI") as info:
+        cloud_module.CloudProvider("aws").status(validated.plan, state)
+    assert str(info.value).count("Pulumi CLI") == 1  # once for the cluster, not once per node

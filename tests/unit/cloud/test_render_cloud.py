@@ -130,7 +130,7 @@ def test_gcp_job_files(tmp_path: Path) -> None:
     assert "export NCCL_FASTRAK_CTRL_DEV=enp0s12" in exports
     assert all(line.startswith("export ") for line in exports)
     prolog = files["slurm/prolog.d/nccl-a3mega.sh"].text  # type: ignore[attr-defined]
-    assert "tcpgpudmarxd-dev:v1.0.21" in prolog
+    assert "tcpgpudmarxd-dev:v1.0.23" in prolog
     assert "--num_hops=2" in prolog
     env = files["nccl/a3mega.env"].text  # type: ignore[attr-defined]
     assert "NCCL_FASTRAK_IFNAME=enp6s0," in env

@@ -24,8 +24,9 @@ def test_clusterctl_runs_put_the_collection_first() -> None:
 
 def test_the_wheel_carries_the_collection() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    force = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
-    assert force["collections"] == "clusterctl/_data/collections"
+    wheel = config["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert "collections" in wheel["only-include"]
+    assert wheel["sources"]["collections"] == "clusterctl/_data/collections"
 
 
 def test_molecule_make_and_scripts_put_the_collection_first() -> None:

@@ -18,14 +18,7 @@ import pytest
 from clusterctl.image import build as build_module
 from clusterctl.image import cloud as cloud_image
 from clusterctl.image.build import BuildJob, ImageBuildError, build_images
-from clusterctl.image.cloud import (
-    BUILDER,
-    CloudImageTarget,
-    apply_locked_images,
-    image_hashes,
-    image_target,
-    same_image,
-)
+from clusterctl.image.cloud import BUILDER, CloudImageTarget, image_target
 from clusterctl.image.drift import DPKG_QUERY
 from clusterctl.image.hash import ImageHash, builder_for
 from clusterctl.image.lock import LockedImage, read_lock
@@ -34,6 +27,7 @@ from clusterctl.run import pulumi as pulumi_adapter
 from clusterctl.run.ansible import ConfigureResult, HostFailure
 from clusterctl.run.events import Event, EventBus
 from clusterctl.run.providers import cloud as cloud_provider
+from clusterctl.run.providers.images import apply_locked_images, image_hashes, same_image
 from clusterctl.run.pulumi import UpSummary
 from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES

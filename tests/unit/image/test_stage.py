@@ -9,15 +9,15 @@ import pytest
 
 from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import STAGE_INVENTORY, baked_hosts, write_stage_inventory
+from clusterctl.ops import up as orchestrate
+from clusterctl.ops.readiness import Readiness
 from clusterctl.pipeline import load_and_validate, render
 from clusterctl.plan import Plan
 from clusterctl.render import ansible_yaml
-from clusterctl.run import orchestrate
 from clusterctl.run.ansible import ConfigureResult
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers import local as local_provider
 from clusterctl.run.providers.base import ProvisionedHost
-from clusterctl.run.readiness import Readiness
 from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clusterctl.ops.readiness import Readiness, check_slurm
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan.service import Swap, SwapError, applied, choose_spare, place, read_swaps, spec_roles
 from clusterctl.render import render_files
-from clusterctl.run.readiness import Readiness, check_slurm
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from tests.conftest import EXAMPLES
 from tests.verify_testkit import ReplayExecutor, scontrol_node

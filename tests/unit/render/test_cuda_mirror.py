@@ -15,7 +15,12 @@ from clusterctl.render.inventory import group_vars, inventory
 from clusterctl.spec import SpecError
 from tests.specs import example_data, write_spec
 
-MIRROR = {"cuda_repo": "http://mirror.example.com/nvidia/cuda/", "cuda_repo_key": "http://mirror.example.com/k.asc"}
+KEY_SHA256 = "sha256:" + "5" * 64
+MIRROR = {
+    "cuda_repo": "http://mirror.example.com/nvidia/cuda/",
+    "cuda_repo_key": "http://mirror.example.com/k.asc",
+    "cuda_repo_key_sha256": KEY_SHA256,
+}
 
 
 def _plan(tmp_path: Path, data: dict[str, Any], name: str = "spec.yaml") -> Plan:
@@ -32,6 +37,7 @@ def test_the_mirror_becomes_the_repository_the_roles_configure(tmp_path: Path) -
     variables = group_vars(_plan(tmp_path, _mirrored("onprem-h100-256.yaml")))
     assert variables["nvidia_driver_cuda_repo_base_url"] == "http://mirror.example.com/nvidia/cuda"
     assert variables["nvidia_driver_cuda_repo_key_url"] == "http://mirror.example.com/k.asc"
+    assert variables["nvidia_driver_cuda_repo_key_checksum"] == KEY_SHA256
     assert "nvidia_driver_cuda_repo_base_url" not in group_vars(_plan(tmp_path, example_data("onprem-h100-256.yaml")))
 
 

@@ -157,6 +157,50 @@ CASES: list[tuple[str, Mutation, Level, str, str]] = [
         "provider.bmc.ca_bundle",
     ),
     ("BMC001", _set("provider.bmc_verify_tls", False), Level.WARNING, "deprecated", "provider.bmc_verify_tls"),
+    ("SLU004", _set("slurm.state_save_location", None), Level.ERROR, "finds no job state", "slurm"),
+    (
+        "SLU004",
+        _set("slurm.state_save_location", "/srv/slurm/state"),
+        Level.ERROR,
+        "on no storage tier",
+        "slurm.state_save_location",
+    ),
+    (
+        "SLU004",
+        _set("slurm.state_save_location", "/home"),
+        Level.ERROR,
+        "mount point itself",
+        "slurm.state_save_location",
+    ),
+    (
+        "SLU005",
+        _set("site.slurm_conf", {"MaxJobCnt": 10}),
+        Level.ERROR,
+        "not a slurm.conf parameter",
+        "site.slurm_conf.MaxJobCnt",
+    ),
+    (
+        "SLU005",
+        _set("site.slurm_conf", {"MaxJobCount": "many"}),
+        Level.ERROR,
+        "whole number from 0 to 4294967295",
+        "site.slurm_conf.MaxJobCount",
+    ),
+    ("SLU005", _set("site.slurm_conf", {"UsePAM": 1}), Level.ERROR, "true or false", "site.slurm_conf.UsePAM"),
+    (
+        "SAF003",
+        _set("site.slurm_conf", {"AuthType": "auth/none"}),
+        Level.ERROR,
+        "writes `AuthType`",
+        "site.slurm_conf.AuthType",
+    ),
+    (
+        "SAF003",
+        _set("site.slurm_conf", {"AccountingStoragePass": "hunter2"}),
+        Level.ERROR,
+        "is a password",
+        "site.slurm_conf.AccountingStoragePass",
+    ),
 ]
 
 
@@ -258,3 +302,52 @@ def test_phase_one_errors_stop_before_plan(tmp_path: Path) -> None:
     findings, plan = validate(load_spec(mutated(tmp_path, _gpu(hardware="nope"))))
     assert plan is None
     assert {f.code for f in findings} == {"REF001"}
+
+
+def _six_independent_errors(data: dict[str, Any]) -> None:
+    """Network, storage, partition and three version errors, none caused by another."""
+    data["network"]["management_cidr"] = "10.20.0.0/27"  # NET001: 35 nodes
+    data["versions"].update(nvidia_driver="535.54.03", nccl="2.18.1", slurm="24.05")  # GPU002, GPU003, SLU002
+    for key in ("storage_nics", "storage_netdevs"):  # STO003: Lustre o2ib and WEKA with no storage NICs
+        data["hardware"]["dgx-h100"].pop(key)
+    data["slurm"]["partitions"][1]["default"] = True  # SLU001
+
+
+def test_one_validation_reports_every_independent_error(tmp_path: Path) -> None:
+    """A network error no longer hides the version, storage and partition errors behind it."""
+    findings, plan = validate(load_spec(mutated(tmp_path, _six_independent_errors)))
+    errors = sorted(f.code for f in findings if f.level is Level.ERROR)
+    assert errors == ["GPU002", "GPU003", "NET001", "SLU001", "SLU002", "STO003"]
+    assert plan is None  # NET001 leaves no addresses to plan with
+
+
+def test_errors_that_leave_the_plan_buildable_do_not_stop_its_rules(tmp_path: Path) -> None:
+    """Version and partition errors do not stop the rules that read the plan (here MCH001 on machines.csv)."""
+
+    def mutation(data: dict[str, Any]) -> None:
+        _six_independent_errors(data)
+        data["network"]["management_cidr"] = "10.20.0.0/16"
+        group(data, "gpu")["count"] = 33  # gpu033 has no row in machines.csv
+
+    findings, plan = validate(load_spec(mutated(tmp_path, mutation)))
+    assert plan is not None
+    assert {"GPU002", "GPU003", "SLU001", "SLU002", "STO003", "MCH001"} <= {f.code for f in findings}
+
+
+def test_an_unknown_slurm_conf_name_gets_the_name_slurm_knows(tmp_path: Path) -> None:
+    findings, _ = validate(load_spec(mutated(tmp_path, _set("site.slurm_conf", {"Maxjobcount": 5, "MaxArraySze": 9}))))
+    hints = {f.dotted_path: f.hint for f in findings if f.code == "SLU005"}
+    assert hints["site.slurm_conf.Maxjobcount"].startswith("Did you mean `MaxJobCount`?")
+    assert hints["site.slurm_conf.MaxArraySze"].startswith("Did you mean `MaxArraySize`?")
+
+
+def test_the_parameters_clusterctl_writes_are_the_ones_it_refuses() -> None:
+    """SAF003's list is what templates/slurm/slurm.conf.j2 writes (plus the controller lines' old names)."""
+    import re
+
+    from clusterctl.catalog.slurm_conf import OWNED, PARAMETERS
+
+    template = (EXAMPLES.parent / "templates" / "slurm" / "slurm.conf.j2").read_text()
+    written = set(re.findall(r"^([A-Z][A-Za-z]+)=", template, re.MULTILINE)) - {"NodeName", "PartitionName"}
+    assert written - {"SlurmctldHost"} == OWNED - {"ControlMachine", "ControlAddr", "BackupController", "BackupAddr"}
+    assert set(PARAMETERS) >= OWNED

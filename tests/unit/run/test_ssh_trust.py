@@ -20,18 +20,18 @@ import pytest
 from click.testing import CliRunner
 
 from clusterctl.commands import cli
-from clusterctl.commands.status import collect_status
+from clusterctl.ops import up as orchestrate
+from clusterctl.ops.readiness import Readiness
+from clusterctl.ops.status import collect_status
 from clusterctl.pipeline import load_and_validate, render
 from clusterctl.plan import Plan
 from clusterctl.render import render_files
-from clusterctl.run import orchestrate
 from clusterctl.run.ansible import SSH_ENV, ConfigureResult
 from clusterctl.run.burst_cloud import GroupState, write_state
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import UNREACHABLE_RC, RoutingExecutor, SshExecutor, executor_for
 from clusterctl.run.providers.base import ProvisionedHost
 from clusterctl.run.providers.ssh_inventory import ssh_common_args, write_ssh_inventory
-from clusterctl.run.readiness import Readiness
 from clusterctl.run.sshkeys import ensure_client_key, ensure_host_keys
 from clusterctl.run.sshopts import (
     ACCESS_FILE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,16 @@ def test_all_errors_reported_with_positions(tmp_path: Path) -> None:
     unknown = by_path["hardware.dgx-h100.memory_gb"]
     assert unknown.hint == "Did you mean `memory_gib`?"
     assert all(f.file == str(path) and f.line > 0 for f in findings)
+
+
+@pytest.mark.parametrize("written", ["cuda: 12.10", "pyxis: 0.20", "slurm: 23.10"])
+def test_quoting_hint_gives_back_what_was_written(tmp_path: Path, written: str) -> None:
+    """YAML reads 12.10 as 12.1: the hint must ask for "12.10", not the number YAML made of it."""
+    key, number = written.split(": ")
+    text = re.sub(rf'{key}: "[^"]*"', written, _onprem_text(), count=1)
+    finding = next(f for f in _errors(_write(tmp_path, text)) if f.dotted_path == f"versions.{key}")
+    assert f'write it as "{number}"' in finding.message, finding.message
+    assert f'"{number.rstrip("0")}"' not in finding.message
 
 
 def test_missing_field_points_at_its_mapping(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.conftest import EXAMPLES
 from tests.plan_edits import replaced
-from tests.verify_testkit import ReplayExecutor, chronyc, gpu_query, real_gpu_plan, scontrol_node
+from tests.verify_testkit import ReplayExecutor, chronyc, drain_command, gpu_query, real_gpu_plan, scontrol_node
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.plan.models import PlanNode
@@ -22,14 +22,15 @@ from clusterctl.run.executor import (
     run_many,
 )
 from clusterctl.run.sshopts import SshAccess, SshEndpoint, save_access
+from clusterctl.slurm.nodes import SlurmNode, parse_nodes
+from clusterctl.slurm.reasons import MAX_CHARS as MAX_REASON_CHARS
 from clusterctl.spec.findings import Finding
 from clusterctl.verify.base import CONTAINER, EMULATED, VerifyContext, VerifyOptions
-from clusterctl.verify.drain import MAX_REASON_CHARS, drain_command, drain_reason
+from clusterctl.verify.drain import drain_reason
 from clusterctl.verify.fabric import IbCheck
 from clusterctl.verify.gpu import DcgmCheck, GpuInventoryCheck, judge_gpu_inventory
 from clusterctl.verify.nccl import nccl_blame
 from clusterctl.verify.parsers.gpu_query import parse_gpu_query
-from clusterctl.verify.parsers.scontrol import SlurmNode, parse_scontrol_nodes
 from clusterctl.verify.result import Verdict, blame_of, check_finding, figures_of, skipped, with_run
 from clusterctl.verify.slurm import judge_slurm_node, judge_slurmd
 from clusterctl.verify.storage import StorageCheck, fio_command, judge_storage_node
@@ -143,7 +144,7 @@ def test_time_sync_skips_container_nodes() -> None:
 
 
 def _slurm(line: str) -> SlurmNode:
-    (node,) = parse_scontrol_nodes(line)
+    (node,) = parse_nodes(line)
     return node
 
 
@@ -273,7 +274,7 @@ def test_drain_reason_and_command() -> None:
     assert reason == "clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)"
     assert len(drain_reason(with_run(long, "dcgm", ("gpu003",), ("gpu003",)))) == MAX_REASON_CHARS
     assert drain_command("gpu003", reason) == (
-        "scontrol update nodename=gpu003 state=drain reason='clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)'"
+        "scontrol update nodename=gpu003 state=drain 'reason=clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)'"
     )
 
 

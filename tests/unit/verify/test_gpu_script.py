@@ -42,6 +42,7 @@ def test_every_check_skips_without_its_tool(tmp_path: Path) -> None:
         ("dcgm.diag", "skipped"),
         ("nccl.all_reduce", "skipped"),
         ("nccl.transport", "skipped"),
+        ("nccl.transport.container", "skipped"),
     ]
     assert report["results"][4]["message"] == (
         "skipped: no NCCL program here (all_reduce_perf not built, torch with CUDA not installed)"
@@ -152,4 +153,66 @@ def test_the_runner_writes_the_report_where_the_device_tool_collects_it(tmp_path
 
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "single_node_checks.json").read_text())
-    assert [r["check"] for r in report["results"]][-1] == "nccl.transport"
+    assert [r["check"] for r in report["results"]][-2:] == ["nccl.transport", "nccl.transport.container"]
+
+
+# --- the transport inside a container (pyxis, else enroot) -------------------------------------
+
+SRUN_HELP = "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n"
+
+
+def test_the_container_check_skips_without_pyxis_or_enroot(tmp_path: Path) -> None:
+    _stub(tmp_path, "srun", 'echo "Usage: srun [OPTIONS(0)...]"\n')  # Slurm without the pyxis plugin
+
+    _, report = _run(f"{tmp_path}:/usr/bin:/bin")
+
+    container = report["results"][5]
+    assert (container["check"], container["verdict"]) == ("nccl.transport.container", "skipped")
+    assert container["message"] == "skipped: neither srun with pyxis (--container-image) nor enroot here"
+
+
+def test_the_container_check_runs_the_stock_image_through_pyxis(tmp_path: Path) -> None:
+    # srun with pyxis: a real multi-node EFA log (aws/aws-ofi-nccl#715) as what NCCL prints inside.
+    args = tmp_path / "srun-args"
+    _stub(
+        tmp_path,
+        "srun",
+        f'if [ "$1" = --help ]; then printf %s "{SRUN_HELP}"; exit 0; fi\n'
+        f'printf "%s\\n" "$@" > {args}; echo "$NCCL_DEBUG $NCCL_DEBUG_SUBSYS $MASTER_ADDR" >> {args}\n'
+        f"cat {DEBUG / 'ofi_cloudwatch_prefix_awsofinccl715.log'}\n",
+    )
+
+    code, report = _run(f"{tmp_path}:/usr/bin:/bin", "--fabric", "efa")
+
+    container = report["results"][5]
+    assert (code, container["verdict"]) == (0, "pass"), container
+    assert container["message"].startswith("In a container of nvcr.io/nvidia/pytorch:24.09-py3: NCCL used")
+    sent = args.read_text().splitlines()
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.09-py3" in sent
+    assert sent[sent.index("-c") - 1] == "python3"
+    assert "dist.all_reduce(x)" in args.read_text()
+    assert sent[-1] == "INFO INIT,NET 127.0.0.1"
+
+
+def test_a_socket_fallback_inside_the_container_fails(tmp_path: Path) -> None:
+    # enroot without Slurm: import, create, start; the container's NCCL found no IB device (NVIDIA/nccl#952).
+    calls = tmp_path / "enroot-calls"
+    _stub(
+        tmp_path,
+        "enroot",
+        f'echo "$*" >> {calls}\nif [ "$1" = start ]; then cat {DEBUG / "socket_channels_hpcx_nccl952.log"}; fi\n',
+    )
+
+    code, report = _run(
+        f"{tmp_path}:/usr/bin:/bin", "--fabric", "infiniband", "--container-image", "ghcr.io/acme/nccl:1"
+    )
+
+    container = report["results"][5]
+    assert (code, container["verdict"]) == (1, "fail")
+    assert container["message"].startswith("In a container of ghcr.io/acme/nccl:1: ")
+    assert "NCCL fell back to sockets" in container["message"]
+    lines = calls.read_text().splitlines()
+    assert lines[0].startswith("import -o ")
+    assert lines[0].endswith(" docker://ghcr.io#acme/nccl:1")
+    verbs = [line.split()[0] for line in lines if line.startswith(("import -o", "create -n", "start --", "remove -f"))]
+    assert verbs == ["import", "create", "start", "remove"]

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.verify_testkit import chronyc, scontrol_node, scontrol_partition
+from tests.verify_testkit import chronyc
 
 from clusterctl.verify.parsers.chronyc import parse_chronyc_tracking
 from clusterctl.verify.parsers.gpu_query import name_matches_model, parse_gpu_query
-from clusterctl.verify.parsers.scontrol import parse_scontrol_nodes, parse_scontrol_partitions
 from clusterctl.verify.result import ParseError
 
 # --- nvidia-smi --query-gpu ---------------------------------------------------------------------
@@ -75,69 +74,6 @@ def test_gpu_query_driver_not_loaded() -> None:
 )
 def test_name_matches_model(name: str, model: str, fits: bool) -> None:
     assert name_matches_model(name, model) is fits
-
-
-# --- scontrol ---------------------------------------------------------------------------------
-
-
-def test_scontrol_nodes_states_gres_and_reasons() -> None:
-    text = (
-        scontrol_node("gpu001")
-        + scontrol_node("gpu002", state="IDLE*")
-        + scontrol_node("gpu003", state="IDLE+DRAIN", reason="clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)")
-        + scontrol_node("gpu004", state="DOWN+NOT_RESPONDING", reason="Not responding")
-        + scontrol_node("gpu005", state="MIXED", gres="gpu:h100:8(S:0-1)")
-        + scontrol_node("gpu006", state="IDLE+CLOUD+POWERED_DOWN", gres="gpu:h100:4,nic:2")
-    )
-
-    nodes = {n.name: n for n in parse_scontrol_nodes(text)}
-
-    assert (nodes["gpu001"].state, nodes["gpu001"].flags) == ("IDLE", ())
-    assert nodes["gpu001"].gres_count() == 8
-    assert nodes["gpu001"].gres_types() == ("h100",)
-    assert nodes["gpu001"].fields["OS"] == "Linux 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1"
-    assert nodes["gpu001"].partitions == ("train",)
-    assert nodes["gpu002"].not_responding
-    assert nodes["gpu002"].state == "IDLE"
-    assert nodes["gpu003"].drained
-    assert nodes["gpu003"].reason == "clusterctl-verify: ib.ports: mlx5_3/1 is Down (Polling)"
-    assert (nodes["gpu004"].state, nodes["gpu004"].not_responding) == ("DOWN", True)
-    assert nodes["gpu005"].gres_count() == 8
-    assert nodes["gpu006"].flags == ("CLOUD", "POWERED_DOWN")
-    assert nodes["gpu006"].gres_count("gpu") == 4
-    assert nodes["gpu006"].gres_count("nic") == 2
-
-
-def test_scontrol_nodes_without_gres() -> None:
-    (node,) = parse_scontrol_nodes(scontrol_node("cpu001", gres="(null)"))
-
-    assert node.gres == ()
-    assert node.gres_count() == 0
-
-
-def test_scontrol_controller_unreachable() -> None:
-    text = "slurm_load_node error: Unable to contact slurm controller (connect failure)\n"
-
-    with pytest.raises(ParseError) as err:
-        parse_scontrol_nodes(text)
-
-    assert (err.value.line_no, err.value.line) == (1, text.rstrip("\n"))
-
-
-def test_scontrol_bad_gres() -> None:
-    with pytest.raises(ParseError, match="Gres entry"):
-        parse_scontrol_nodes(scontrol_node("gpu001", gres="gpu:h100:eight"))
-
-
-def test_scontrol_partitions() -> None:
-    text = scontrol_partition("train", "gpu[001-030]") + scontrol_partition("debug", "gpu[001-030]", state="DOWN")
-
-    parts = {p.name: p for p in parse_scontrol_partitions(text)}
-
-    assert parts["train"].nodes == "gpu[001-030]"
-    assert (parts["train"].state, parts["debug"].state) == ("UP", "DOWN")
-    with pytest.raises(ParseError, match="PartitionName"):
-        parse_scontrol_partitions("garbage\n")
 
 
 # --- chronyc ----------------------------------------------------------------------------------

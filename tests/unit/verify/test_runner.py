@@ -18,6 +18,7 @@ from tests.verify_testkit import (
     ReplayExecutor,
     Response,
     chronyc,
+    drain_command,
     gpu_query,
     ibstat,
     nccl_debug_run,
@@ -31,7 +32,6 @@ from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.verify.acceptance import thresholds_by_hardware
 from clusterctl.verify.base import VerifyOptions
-from clusterctl.verify.drain import drain_command
 from clusterctl.verify.rails import RAILS_COMMAND
 from clusterctl.verify.report import Report, render_html, write_report
 from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
@@ -201,8 +201,10 @@ def test_every_pair_used_the_fabric_s_transport(run: tuple[Plan, ReplayExecutor,
     _plan, _executor, report = run
 
     transport = [o for o in report.findings if o.rule == "transport"]
-    # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs.
-    assert len(transport) == 31
+    # gpu010 (DCGM) and gpu020 (slurmd) failed earlier checks and sit out: 62 nodes, 31 pairs, each
+    # on the host and in a container of the stock image (pyxis).
+    assert len(transport) == 62
+    assert sorted({o.code for o in transport}) == ["nccl.transport", "nccl.transport.container"]
     assert {Verdict.of(o) for o in transport} == {Verdict.PASS}
     assert not {"gpu010", "gpu020"} & {h for o in transport for h in hosts_of(o)}
 

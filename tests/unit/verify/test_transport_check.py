@@ -13,7 +13,7 @@ from clusterctl.plan import Plan
 from clusterctl.verify.base import VerifyContext, VerifyOptions
 from clusterctl.verify.result import Verdict, blame_of, figures_of, hosts_of
 from clusterctl.verify.runner import run_verify
-from clusterctl.verify.transport import TransportCheck, transport_pairs
+from clusterctl.verify.transport import TransportCheck, pyxis_image, transport_pairs
 
 DATA = Path(__file__).parent / "data" / "nccl_debug"
 NODELIST_RE = re.compile(r"--nodelist=(\S+)")
@@ -35,8 +35,15 @@ def _answer(sockets: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+def with_container(tmp_path_factory: pytest.TempPathFactory) -> Plan:
     return real_gpu_plan(tmp_path_factory.mktemp("transport"))
+
+
+@pytest.fixture(scope="module")
+def plan(with_container: Plan) -> Plan:
+    """The host runs only (acceptance.container_image: null)."""
+    cluster = with_container.cluster.model_copy(update={"container_check_image": None})
+    return with_container.model_copy(update={"cluster": cluster})
 
 
 def test_every_node_gets_a_partner_and_the_command_asks_for_the_transport_lines(plan: Plan) -> None:
@@ -171,3 +178,60 @@ def test_real_log_through_the_check(plan: Plan) -> None:
 
     assert Verdict.of(outcome) is Verdict.FAIL
     assert "NCCL's HCAs run RoCE, not IB as the fabric does" in outcome.message
+
+
+# --- the same pairs inside a stock image started through pyxis ------------------------------
+
+
+def _answer_by_place(host_sockets: tuple[str, ...] = (), container_sockets: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    def handler(host: str, command: str) -> Response | None:
+        if command.startswith("srun") and "clusterctl-verify-transport-container" in command:
+            return 0, nccl_debug_run(_hosts(command), sockets=container_sockets), ""
+        if command.startswith("srun") and "clusterctl-verify-transport" in command:
+            return 0, nccl_debug_run(_hosts(command), sockets=host_sockets), ""
+        return None
+
+    return handler
+
+
+def test_every_pair_also_runs_nccl_in_a_stock_image_through_pyxis(with_container: Plan) -> None:
+    executor = ReplayExecutor(_answer_by_place())
+    outcomes = TransportCheck().run(VerifyContext(plan=with_container, thresholds={}, executor=executor))
+
+    assert len(outcomes) == 64
+    container = [o for o in outcomes if o.code == "nccl.transport.container"]
+    assert len(container) == 32
+    assert all(Verdict.of(o) is Verdict.PASS for o in container)
+    command = container[0].data["command"]
+    pair = _hosts(command)
+    assert " '--container-image=nvcr.io#nvidia/pytorch:24.09-py3' " in command
+    assert (
+        f" env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET MASTER_ADDR={pair[0]} MASTER_PORT=29500 python3 -c "
+        in command
+    )
+    assert "dist.all_reduce(x)" in command
+    assert " --mpi=" not in command  # torch.distributed rendezvous, not MPI in the image
+    assert container[0].message.startswith(
+        "In a container of nvcr.io/nvidia/pytorch:24.09-py3: NCCL used IB on 2 hosts"
+    )
+
+
+def test_a_node_whose_container_falls_back_to_sockets_fails_though_its_host_run_passes(with_container: Plan) -> None:
+    executor = ReplayExecutor(_answer_by_place(container_sockets=("gpu007",)))
+    outcomes = TransportCheck().run(VerifyContext(plan=with_container, thresholds={}, executor=executor))
+
+    failed = [o for o in outcomes if Verdict.of(o) is Verdict.FAIL]
+    assert [o.code for o in failed] == ["nccl.transport.container"]
+    assert blame_of(failed[0]) == ("gpu007",)
+    assert "In a container of nvcr.io/nvidia/pytorch:24.09-py3: gpu007 (task" in failed[0].message
+    assert "NCCL fell back to sockets" in failed[0].message
+    host_run = next(o for o in outcomes if o.code == "nccl.transport" and "gpu007" in hosts_of(o))
+    assert Verdict.of(host_run) is Verdict.PASS
+
+
+def test_registry_references_get_enroot_s_separator() -> None:
+    assert pyxis_image("nvcr.io/nvidia/pytorch:24.09-py3") == "nvcr.io#nvidia/pytorch:24.09-py3"
+    assert pyxis_image("registry.example.com:5000/ml/torch:1") == "registry.example.com:5000#ml/torch:1"
+    assert (
+        pyxis_image("pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime") == "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+    )

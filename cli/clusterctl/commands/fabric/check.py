@@ -69,8 +69,8 @@ def check_cmd(
     rails by PCI address or descriptions name no device, --from-nodes (or --node-rails)
     maps them, and HCAs that stay unmapped are reported.
 
-    Exit 0 when the fabric matches, 1 on errors (or warnings with --strict), 2 when the
-    input cannot be read.
+    Exit status: 0 the fabric matches, 1 errors (or warnings with --strict), 2 the input cannot
+    be read (or bad usage), 70 internal error.
     """
     app.output = output
     if from_nodes and node_rails is not None:

@@ -31,7 +31,9 @@ def lint_cmd(app: App, topology_conf: Path, spec: str | None, output: str, stric
     Errors: a node under two leaf switches, undefined or duplicate switches, cycles,
     unreadable lines; with --spec, nodes under no switch and names that are no node.
     Warnings: several roots with no common parent (right only for separate fabrics).
-    Exit 0 when clean (warnings allowed unless --strict), 1 otherwise.
+
+    Exit status: 0 clean (warnings allowed unless --strict), 1 otherwise, 2 bad usage, 70 internal
+    error.
     """
     app.output = output
     known: set[str] | None = None

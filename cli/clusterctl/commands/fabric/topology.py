@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from clusterctl import __version__
 from clusterctl.app import App
-from clusterctl.commands.common import handle_internal_errors, validated_or_exit
+from clusterctl.commands.common import handle_internal_errors, output_option, validated_or_exit
 from clusterctl.commands.fabric.common import EXIT_UNREADABLE, fabric_input_options, load_fabric
 from clusterctl.fabric.compare import leaf_groups
 from clusterctl.fabric.discovered_topology import derive_topology
 from clusterctl.fabric.expected import expected_fabric
 from clusterctl.fabric.lint import lint_topology_conf
 from clusterctl.render.escape import RenderError, show
+from clusterctl.report import document
 
 
 @click.command("topology")
@@ -27,6 +29,7 @@ from clusterctl.render.escape import RenderError, show
 @click.option(
     "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout."
 )
+@output_option
 @click.pass_obj
 @handle_internal_errors
 def topology_cmd(
@@ -36,13 +39,19 @@ def topology_cmd(
     host_pattern: str | None,
     spec: str | None,
     out_file: Path | None,
+    output: str,
 ) -> None:
     """Print topology.conf (topology/tree) for the discovered fabric.
 
     One switch line per leaf (per scalable unit for rail-optimized fabrics with --spec),
     parents up to the top; physically separate fabrics stay separate roots, so Slurm
-    never spans a job across them. Warnings go to stderr.
+    never spans a job across them. Warnings go to stderr (with --output json, into the envelope,
+    whose `topology` is the file's text).
+
+    Exit status: 0 written, 1 the fabric has no leaf with a named host (or --spec is not valid),
+    2 the input cannot be read or a name cannot be written into topology.conf, 70 internal error.
     """
+    app.output = output
     source = load_fabric(app, ibnetdiscover, iblinkinfo)
     groups: dict[str, set[str]] = {}
     known: set[str] | None = None
@@ -52,11 +61,18 @@ def topology_cmd(
         groups = leaf_groups(source.fabric, expected, host_pattern=host_pattern)
         known = {n.hostname for n in plan.nodes if n.role == "compute"}
     topology = derive_topology(source.fabric, host_pattern=host_pattern, group_leaves=groups)
+    warnings = list(topology.warnings)
     for warning in topology.warnings:
         app.display_warning(warning)
     # derive_topology says "group_leaves" when hosts straddle leaves; on the CLI that is --spec.
     if not spec and any("group_leaves" in w for w in topology.warnings):
         app.display_info("hint: pass --spec SPEC to make the rail leaves of each scalable unit one switch line.")
+    if spec and topology.refused:
+        app.abort(
+            f"{source.origin}: {len(topology.refused)} node description(s) name a host that is not a host name; "
+            "with --spec every CA must be a node of the cluster. Nothing was written.",
+            1,
+        )
     if not topology.switches:
         app.abort(f"No leaf switch in {source.origin} has a named host, so there is no topology.conf to write.")
     try:
@@ -70,7 +86,16 @@ def topology_cmd(
     if known is not None:
         # What slurmctld would only log: planned nodes the fabric does not reach, names it does not know.
         for finding in lint_topology_conf(text, known):
+            warnings.append(f"{finding.code}: {finding.message}")
             app.display_warning(f"{finding.code}: {finding.message}")
+    if app.json:
+        if out_file is not None:
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            out_file.write_text(text)
+        details: dict[str, Any] = {"source": source.origin, "out": str(out_file) if out_file else None}
+        details["warnings"] = warnings
+        app.print_json(document("fabric topology", [], ok=True, topology=text, **details))
+        return
     if out_file is None:
         click.echo(text, nl=False)
         return

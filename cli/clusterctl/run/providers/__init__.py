@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from clusterctl.run.providers.base import Provider, ProviderError, ProvisionedHost
 
 if TYPE_CHECKING:
-    from clusterctl.image.lock import LockedImage
+    from clusterctl.run.providers.images import BootImage
 
 
-def for_kind(kind: str, images: Mapping[str, LockedImage] | None = None) -> Provider:
+def for_kind(kind: str, images: Mapping[str, BootImage] | None = None) -> Provider:
     """The provider implementation for a provider kind.
 
     ``images``: hardware profile -> its locked image (clusterctl.lock) to make its nodes from.

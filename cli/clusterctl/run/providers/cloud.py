@@ -19,6 +19,7 @@ from typing import Any
 from clusterctl.plan.models import Plan
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.providers.images import apply_locked_images, made_from_locked
 from clusterctl.run.providers.ssh_inventory import (
     BASTION,
     build_inventory,
@@ -63,8 +64,6 @@ class CloudProvider:
         if plan.cloud is None or plan.cluster.provider != self.kind:
             raise ProviderError(f"the plan is not a {self.kind} plan; re-render it with `clusterctl render`")
         if self.images:
-            from clusterctl.image.cloud import apply_locked_images
-
             plan = apply_locked_images(plan, self.images)
         _, client = ensure_client_key(state_dir, plan.cluster.name)
         bastion = [BASTION] if plan.cloud is not None and plan.cloud.bastion else []
@@ -101,8 +100,6 @@ class CloudProvider:
                 "run `clusterctl up` again"
             )
         if self.images:
-            from clusterctl.image.cloud import made_from_locked
-
             try:
                 baked = made_from_locked(plan, self.images, result.outputs, state_dir)
             except PulumiError as exc:

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from clusterctl.image import LABEL_HASH
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan, PlanNode
 from clusterctl.render.inventory import container_name, host_container
 from clusterctl.run.ansible import forget_facts
-from clusterctl.run.docker import DockerError, docker, engine_available, inspect, labelled
+from clusterctl.run.docker import LABEL_HASH, DockerError, docker, engine_available, inspect, labelled
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
 

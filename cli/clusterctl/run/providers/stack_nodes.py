@@ -34,13 +34,17 @@ def destroy_stack(stack: _Destroyable, events: EventBus, done: str) -> None:
 def stack_node_status(plan: Plan, state_dir: Path, present: str) -> dict[str, str]:
     """``present`` or ``missing`` per non-burst node, from the stack's ``nodes`` output.
 
-    The outputs need no build directory; when they cannot be read, every node is ``unknown (why)``.
+    The outputs need no build directory.
+
+    Raises:
+        ProviderError: the outputs cannot be read (the Pulumi CLI is missing, the stack is
+            unreadable): one message for the whole cluster, not one per node.
     """
     names = [n.hostname for n in plan.nodes if not n.burst]
     try:
         require_pulumi_cli()
         stack = PulumiStack(plan, state_dir, state_dir)
         nodes = output_mapping(stack.outputs().values, "nodes", stack.target.stack)
-    except (PulumiError, ProviderError) as exc:
-        return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
+    except PulumiError as exc:
+        raise ProviderError(f"the machines of {plan.cluster.name} cannot be read: {exc}") from None
     return {name: present if name in nodes else "missing" for name in names}

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 
-# CSI sequences such as the underline nvidia-smi puts around the topo header (ESC[4m ... ESC[0m).
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+from clusterctl.bounded import integer
+from clusterctl.plain import plain
+
 # `srun --label` writes " 0: " (task id, right-aligned); `mpirun --tag-output` writes "[1,0]<stdout>:".
 _SRUN_PREFIX_RE = re.compile(r"^\s*(\d+): ?")
 _MPIRUN_PREFIX_RE = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>: ?")
 
 
 def clean(line: str) -> str:
-    """Drop ANSI escape sequences, carriage returns and the trailing newline from one line."""
-    return _ANSI_RE.sub("", line).replace("\r", "").rstrip("\n")
+    """One line without control sequences (the underline nvidia-smi puts around the topo header, and any
+    OSC or C1 sequence a hostile output carries) or control characters but tabs, carriage returns included."""
+    return plain(line).rstrip("\n")
 
 
 def numbered_lines(text: str) -> list[tuple[int, str, str]]:
@@ -35,4 +37,4 @@ def split_launcher_prefix(line: str) -> tuple[int | None, str]:
     match = _MPIRUN_PREFIX_RE.match(line) or _SRUN_PREFIX_RE.match(line)
     if match is None:
         return None, line
-    return int(match.group(1)), line[match.end() :]
+    return integer(match.group(1)), line[match.end() :]

@@ -18,11 +18,11 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.verify.parsers._text import numbered_lines
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
-_ROW_RE = re.compile(r"^(?P<prefix>[^|+]*)(?P<row>[|+].*[|+])\s*$")
-_SECTION_RE = re.compile(r"^[|+]-+\s+(?P<name>\w[\w ]*?)\s+-+\+")
+_SECTION_RE = re.compile(r"^[|+]-+ +(?P<name>\w+(?: \w+)*) +-+\+")
 # An empty result is DCGM 4's "not run" (HelperDisplayDiagResult returns "").
 _STATUS_RE = re.compile(r"^(?:(?P<status>Pass|Fail|Skip|Warn)(?: - (?:All|GPUs?: (?P<gpus>[\d, ]+)))?)?$")
 _GPU_STATUS_RE = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn) - GPUs?: (?P<gpus>[\d, ]+)$")
@@ -152,8 +152,17 @@ class _OpenTest:
         )
 
 
+def _table_row(line: str) -> str | None:
+    """The table part of a line (from its first ``|`` or ``+`` to its last), None when it has none."""
+    text = line.rstrip()
+    starts = [i for i in (text.find("|"), text.find("+")) if i >= 0]
+    if not starts or text[-1:] not in ("|", "+") or min(starts) == len(text) - 1:
+        return None
+    return text[min(starts) :]
+
+
 def _gpu_list(text: str) -> list[int]:
-    return [int(g) for g in text.replace(",", " ").split()]
+    return [integer(g) for g in text.replace(",", " ").split()]
 
 
 def _level(text: str) -> int | None:
@@ -162,10 +171,11 @@ def _level(text: str) -> int | None:
         return None
     value = match[1].lower()
     if value.isdigit():
-        return int(value)
+        return integer(value)
     return _LEVEL_NAMES.get(value)
 
 
+@guarded(unreadable)
 def parse_dcgmi_diag(text: str) -> DcgmDiag:
     """Parse the output of ``dcgmi diag`` (DCGM 3.x or 4.x table format).
 
@@ -191,12 +201,11 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
     errors: list[str] = []
 
     for line_no, raw, cleaned in lines:
-        match = _ROW_RE.match(cleaned)
-        if match is None:
+        row = _table_row(cleaned)
+        if row is None:
             if cleaned.strip().startswith("Error:"):
                 errors.append(cleaned.strip())
             continue
-        row = match["row"]
         saw_table = True
         if row.startswith("+") or row.startswith("|-"):
             if heading := _SECTION_RE.match(row):
@@ -238,7 +247,7 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
             current.flush()
             status_value = DiagStatus(entity["status"].lower())
             if entity["kind"] == "GPU":
-                current.gpu_status.append((int(entity["index"]), status_value))
+                current.gpu_status.append((integer(entity["index"]), status_value))
             current.add_status(status_value)  # CPU entities (cpu_eud) count towards the result too
             continue
         elif current.pending is None:

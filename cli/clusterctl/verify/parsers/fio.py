@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterctl.verify.result import ParseError
+from clusterctl.bounded import BoundsError, guarded, json_decoder
+from clusterctl.verify.result import ParseError, unreadable
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def _direction(block: Any) -> FioDirection:
     )
 
 
+@guarded(unreadable)
 def parse_fio_json(text: str) -> FioResult:
     """Parse fio JSON output.
 
@@ -102,10 +104,12 @@ def parse_fio_json(text: str) -> FioResult:
         raise ParseError("no fio JSON document found (run fio with --output-format=json)", len(lines), "")
     body = "\n".join(lines[start:])
     try:
-        document, _ = json.JSONDecoder().raw_decode(body)
+        document, _ = json_decoder(body, "fio JSON document").raw_decode(body)
     except json.JSONDecodeError as exc:
         line_no = start + exc.lineno
         raise ParseError(f"malformed fio JSON: {exc.msg}", line_no, lines[line_no - 1]) from None
+    except BoundsError as exc:
+        raise ParseError(f"{exc}", start + 1, lines[start]) from None
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, list) or not jobs:
         raise ParseError("the fio JSON document has no jobs", start + 1, lines[start])

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 QUERY_COMMAND = "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"
 _DRIVER_RE = re.compile(r"^\d+(\.\d+)+$")
@@ -45,6 +46,7 @@ class GpuQuery:
         return tuple(dict.fromkeys(g.driver_version for g in self.gpus))
 
 
+@guarded(unreadable)
 def parse_gpu_query(text: str) -> GpuQuery:
     """Parse the CSV nvidia-smi prints for ``--query-gpu=name,driver_version``.
 
@@ -96,6 +98,6 @@ def name_matches_model(name: str, model: str) -> bool:
         return False
     if ("PCIE" in upper) != (form == "PCIE"):
         return False
-    model_memory = next((int(m[1]) for p in parts[1:] if (m := _MEMORY_RE.fullmatch(p))), None)
+    model_memory = next((integer(m[1]) for p in parts[1:] if (m := _MEMORY_RE.fullmatch(p))), None)
     name_memory = _MEMORY_RE.search(upper)
-    return model_memory is None or name_memory is None or int(name_memory[1]) == model_memory
+    return model_memory is None or name_memory is None or integer(name_memory[1]) == model_memory

@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded, integer, real
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 _CA_RE = re.compile(r"^CA '(?P<name>[^']+)'$")
 _PORT_RE = re.compile(r"^Port (?P<number>\d+):$")
@@ -79,7 +80,7 @@ class IbStat:
 
 
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() else None
+    return integer(value) if value is not None and value.isdigit() else None
 
 
 def _port(number: int, fields: dict[str, str], line_no: int, lines: dict[str, tuple[int, str]]) -> IbPort:
@@ -90,7 +91,7 @@ def _port(number: int, fields: dict[str, str], line_no: int, lines: dict[str, tu
         if match is None:
             bad_no, bad_line = lines["Rate"]
             raise ParseError(f"rate {fields['Rate']!r} is not a number of Gb/s", bad_no, bad_line)
-        rate, note = float(match["rate"]), match["note"]
+        rate, note = real(match["rate"]), match["note"]
     for key in ("State", "Physical state"):
         if key not in fields:
             raise ParseError(f"port {number} has no {key} line", line_no, f"Port {number}:")
@@ -109,6 +110,7 @@ def _port(number: int, fields: dict[str, str], line_no: int, lines: dict[str, tu
     )
 
 
+@guarded(unreadable)
 def parse_ibstat(text: str) -> IbStat:
     """Parse the output of ``ibstat`` (all CAs, or one CA given by name).
 
@@ -167,7 +169,7 @@ def parse_ibstat(text: str) -> IbStat:
             if ca is None:
                 raise ParseError("port block before any CA 'name' line", line_no, raw)
             close_port()
-            port = (int(match["number"]), line_no, {}, {})
+            port = (integer(match["number"]), line_no, {}, {})
         elif match := _FIELD_RE.match(line):
             if port is not None:
                 port[2][match["key"]] = match["value"].strip()

@@ -37,9 +37,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.catalog.transports import Family
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 # host:pid:tid [dev] [file:line ]NCCL LEVEL message. The host is anything without blanks,
 # colons or a "|" (log collectors put timestamps in "|" columns before it); the GPU index may
@@ -52,7 +53,8 @@ _LINE_RE = re.compile(
 _BARE_RE = re.compile(r"^\s*NCCL (?P<level>INFO|WARN)\b ?(?P<msg>.*)$")
 _VERSION_RE = re.compile(r"\bNCCL version (?P<version>\d+\.\d+\.\d+)")
 
-_NETWORK_RE = re.compile(r"^Using network (?P<name>\S.*?)\s*$")
+# Matched against stripped messages: a greedy tail, never a lazy one before `\s*$` (quadratic on blanks).
+_NETWORK_RE = re.compile(r"^Using network (?P<name>\S.*)$")
 _IB_USING_RE = re.compile(r"^NET/IB ?: Using(?P<devs>.*?);\s*OOB (?P<oob>\S+)")
 # [0]mlx5_0:1/IB, [1]mlx5_1:1/RoCE, [0]mlx5_0:1/IB/SHARP (HPC-X), [0]mlx5_0:1:0:0/IB (rail, plane: NCCL 2.30).
 _IB_DEV_RE = re.compile(
@@ -71,7 +73,10 @@ _PLUGIN_VERSION_RES = (
     re.compile(r"^NET/(?P<plugin>gIB) ?: Initializing gIB v?(?P<version>\S+)"),
     re.compile(r"^NET/(?P<plugin>FasTrak) .*Initializing network FasTrak, version: (?P<version>\S+)"),
 )
-_CHANNEL_RE = re.compile(r"^(?:Channel|Ring|Tree) \d+(?:/\d+)? : .*? via (?P<via>\S.*?)\s*$")
+_CHANNEL_RE = re.compile(r"^(?:Channel|Ring|Tree) \d+(?:/\d+)? : .*? via (?P<via>\S.*)$")
+# NCCL's lines are short; a longer line in the same output is someone else's and is skipped.
+MAX_LINE = 16384
+MAX_VIA = 256
 _NET_VIA_RE = re.compile(r"^NET/(?P<name>.+?)/(?P<dev>\d+)(?:\(\d+\))?(?P<flags>(?:/[^/]+)*)$")
 _RANK_RE = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?: nNodes (?P<nnodes>\d+))?")
 _GDR_OFF_RE = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '(?P<hca>[^']+)'")
@@ -303,7 +308,8 @@ class _Process:
 
 
 def _channel(via: str, line: NcclLine) -> Channel:
-    match = _NET_VIA_RE.match(via)
+    # NCCL's "via" is a few words; a longer one is not NCCL's (and the pattern is not linear on it).
+    match = _NET_VIA_RE.match(via) if len(via) <= MAX_VIA else None
     if match is None:
         return Channel(via=via, line=line)
     flags = {f for f in match["flags"].split("/") if f}
@@ -323,9 +329,9 @@ def _record(process: _Process, line: NcclLine) -> None:
         f["ib_line"] = line
         f["ib_devices"] = tuple(
             IbDevice(
-                index=int(d["index"]),
+                index=integer(d["index"]),
                 name=d["name"],
-                port=int(d["port"]),
+                port=integer(d["port"]),
                 link_layer=d["link"],
                 flags=tuple(f for f in d["flags"].split("/") if f),
             )
@@ -340,13 +346,13 @@ def _record(process: _Process, line: NcclLine) -> None:
         f["ofi_line"] = line
         f["ofi_provider"] = match["provider"]
         f["ofi_fabric"] = match["fabric"]
-        f["ofi_nics"] = int(match["nics"]) if match["nics"] else None
+        f["ofi_nics"] = integer(match["nics"]) if match["nics"] else None
     elif match := _CHANNEL_RE.match(msg):
         process.channels.append(_channel(match["via"], line))
     elif match := _RANK_RE.search(msg):
-        f["rank"], f["nranks"] = int(match["rank"]), int(match["nranks"])
+        f["rank"], f["nranks"] = integer(match["rank"]), integer(match["nranks"])
         if match["nnodes"]:
-            f["nnodes"] = int(match["nnodes"])
+            f["nnodes"] = integer(match["nnodes"])
     elif match := _GDR_OFF_RE.search(msg):
         process.gdr_disabled.append(match["hca"])
     else:
@@ -356,6 +362,7 @@ def _record(process: _Process, line: NcclLine) -> None:
                 break
 
 
+@guarded(unreadable)
 def parse_nccl_debug(text: str) -> NcclDebugLog:
     """Parse ``NCCL_DEBUG=INFO`` output (any mix of ranks, launcher labels and other output).
 
@@ -373,12 +380,14 @@ def parse_nccl_debug(text: str) -> NcclDebugLog:
     count = 0
     rows = numbered_lines(text)
     for line_no, raw, cleaned in rows:
+        if len(cleaned) > MAX_LINE:
+            continue
         if version is None and (found := _VERSION_RE.search(cleaned)):
             version = found["version"]
         task, rest = split_launcher_prefix(cleaned)
         match = _LINE_RE.search(rest)
         if match is not None:
-            host, pid = match["host"], int(match["pid"])
+            host, pid = match["host"], integer(match["pid"])
             level, message = match["level"], match["msg"]
         elif bare := _BARE_RE.match(rest):
             host, pid = "", 0

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 
+from clusterctl.bounded import guarded, integer, real
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 COLLECTIVES = (
     "all_reduce",
@@ -38,7 +39,7 @@ _VALIDATION_RE = re.compile(r"validation:\s*(\d+)")
 _GRAPH_RE = re.compile(r"graph:\s*(\d+)")
 _RANK_RE = re.compile(
     r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
-    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s+(?P<name>.+?)\s*$"
+    r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s+(?P<name>\S.*)$"
 )
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
@@ -206,22 +207,24 @@ def _layout_from_header(tokens: list[str], line_no: int, line: str) -> _Layout:
         raise ParseError(f"unknown leading columns {', '.join(lead)}", line_no, line)
     width = time_idx[1] - time_idx[0]
     group = tuple(tokens[time_idx[0] : time_idx[1]])
+    if not {"algbw", "busbw"} <= set(group):
+        raise ParseError("the column header has no algbw and busbw columns", line_no, line)
     tail = tokens[time_idx[1] + width :]
     return _Layout(lead=lead, group=group, has_timestamp="timestamp" in tail)
 
 
 def _number(token: str, what: str, line_no: int, line: str) -> float:
     try:
-        return float(token)
+        return real(token, what)
     except ValueError:
-        raise ParseError(f"{what} {token!r} is not a number", line_no, line) from None
+        raise ParseError(f"{what} {token[:40]!r} is not a number in range", line_no, line) from None
 
 
 def _integer(token: str, what: str, line_no: int, line: str) -> int:
     try:
-        return int(token)
+        return integer(token, what)
     except ValueError:
-        raise ParseError(f"{what} {token!r} is not an integer", line_no, line) from None
+        raise ParseError(f"{what} {token[:40]!r} is not an integer in range", line_no, line) from None
 
 
 def _measurement(names: tuple[str, ...], values: list[str], line_no: int, line: str) -> NcclMeasurement:
@@ -306,17 +309,22 @@ def _collective_from_columns(rows: tuple[NcclRow, ...]) -> str | None:
 def _config_line(info: NcclRunInfo, match: re.Match[str], line: str) -> NcclRunInfo:
     """``info`` with what the ``# nThread ... nGpus ... minBytes ...`` line says."""
     info = replace(
-        info, n_threads=int(match[1]), n_gpus=int(match[2]), min_bytes=int(match[3]), max_bytes=int(match[4])
+        info,
+        n_threads=integer(match[1]),
+        n_gpus=integer(match[2]),
+        min_bytes=integer(match[3]),
+        max_bytes=integer(match[4]),
     )
     if iters := _ITERS_RE.search(line):
-        info = replace(info, warmup_iters=int(iters[1]), iters=int(iters[2]))
+        info = replace(info, warmup_iters=integer(iters[1]), iters=integer(iters[2]))
     if validation := _VALIDATION_RE.search(line):
         info = replace(info, validation=validation[1] != "0")
     if graph := _GRAPH_RE.search(line):
-        info = replace(info, graph=int(graph[1]))
+        info = replace(info, graph=integer(graph[1]))
     return info
 
 
+@guarded(unreadable)
 def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResult:
     """Parse the text output of one nccl-tests run.
 
@@ -383,11 +391,11 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResul
             group = match["group"]
             ranks.append(
                 NcclRank(
-                    rank=int(match["rank"]),
-                    group=int(group) if group is not None else None,
-                    pid=int(match["pid"]),
+                    rank=integer(match["rank"]),
+                    group=integer(group) if group is not None else None,
+                    pid=integer(match["pid"]),
                     host=match["host"],
-                    device=int(match["device"]),
+                    device=integer(match["device"]),
                     bus_id=match["bus"],
                     gpu_name=match["name"],
                 )
@@ -397,7 +405,7 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> NcclTestsResul
         elif match := _VERSION_RE.match(stripped):
             info = replace(info, nccl_tests_version=match[1])
         elif match := _OOB_RE.match(stripped):
-            info = replace(info, out_of_bounds=int(match[1]))
+            info = replace(info, out_of_bounds=integer(match[1]))
         elif match := _AVG_RE.match(stripped):
             info = replace(info, avg_busbw_gbps=_number(match[1], "average bus bandwidth", line_no, raw))
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded
 from clusterctl.verify.parsers._text import numbered_lines, split_launcher_prefix
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 # PCIe distance rank, nearest first; NCCL treats PIX/PXB as "same switch" for GPUDirect RDMA.
 PCIE_DISTANCE = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -109,6 +110,7 @@ def _header(line: str) -> tuple[list[str], list[str]] | None:
     return devices, trailing
 
 
+@guarded(unreadable)
 def parse_nvidia_smi_topo(text: str) -> NvidiaSmiTopo:
     """Parse ``nvidia-smi topo -m`` output; the matrix may sit inside a longer capture.
 

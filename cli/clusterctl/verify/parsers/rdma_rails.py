@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.bounded import guarded, integer
 from clusterctl.verify.parsers._text import numbered_lines
-from clusterctl.verify.result import ParseError
+from clusterctl.verify.result import ParseError, unreadable
 
 # sysfs prints GUIDs as four groups of four hex digits (a088:c203:0030:5e00).
 _SYSFS_GUID_RE = re.compile(r"^[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3}$")
@@ -105,6 +106,7 @@ def _value(token: str) -> str | None:
     return None if token == MISSING else token
 
 
+@guarded(unreadable)
 def parse_node_rails(text: str, path: str = "") -> NodeRails:
     """Parse the rails file (or the rails command's output) of one node.
 
@@ -138,12 +140,12 @@ def parse_node_rails(text: str, path: str = "") -> NodeRails:
             numa = tokens[6]
             rails.append(
                 RailEntry(
-                    index=int(tokens[1]),
+                    index=integer(tokens[1]),
                     hca=tokens[2],
                     ibdev=_value(tokens[3]),
                     netdev=_value(tokens[4]),
                     link_layer=_value(tokens[5]),
-                    numa_node=int(numa) if numa.lstrip("-").isdigit() else None,
+                    numa_node=integer(numa) if numa.lstrip("-").isdigit() else None,
                     line_no=line_no,
                 )
             )
