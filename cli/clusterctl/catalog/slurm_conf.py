@@ -275,6 +275,7 @@ OWNED: frozenset[str] = frozenset(
         "PrologEpilogTimeout",
         "PrologFlags",
         "PropagateResourceLimitsExcept",
+        "RebootProgram",
         "ResumeFailProgram",
         "ResumeProgram",
         "ResumeRate",

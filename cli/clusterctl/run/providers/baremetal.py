@@ -393,13 +393,18 @@ class BaremetalProvider:
         destroy_stack(_stack(plan, build_dir, state_dir, events=events), events, "machines powered off")
 
     def status(self, plan: Plan, state_dir: Path) -> dict[str, str]:
-        """``installed`` or ``missing`` per machine, from the stack outputs."""
+        """``installed`` or ``missing`` per machine, from the stack outputs.
+
+        Raises:
+            ProviderError: the outputs cannot be read (the Pulumi CLI is missing, the stack is
+                unreadable): one message for the whole cluster, not one per machine.
+        """
         names = [n.hostname for n in plan.nodes if not n.burst]
         try:
             require_engine()
             nodes = output_mapping(_stack(plan, state_dir, state_dir).outputs().values, "nodes", plan.cluster.name)
-        except (PulumiError, ProviderError) as exc:
-            return dict.fromkeys(names, f"unknown ({str(exc).splitlines()[0]})")
+        except PulumiError as exc:
+            raise ProviderError(f"the machines of {plan.cluster.name} cannot be read: {exc}") from None
         return {name: "installed" if name in nodes else "missing" for name in names}
 
 
