@@ -47,7 +47,7 @@ def main() -> None:
     if up.returncode != 0:
         sys.exit(f"python -m lab up failed:\n{output[-4000:]}")
     plan = load_and_validate(args.spec).plan
-    state = REPO / ".clusterctl" / plan.cluster.name
+    state = args.spec.parent / ".clusterctl" / plan.cluster.name
     stack = json.loads((state / "lab-stack.json").read_text())["resources"]
     ready = {r["outputs"]["hostname"]: float(r["outputs"]["ready_after_s"]) for r in stack.values()}
     found = _PROVISION.search(output)

@@ -7,8 +7,9 @@ down:   ``clusterctl down --force`` (the BMCs power the machines off), then ever
         process and the bridge the lab made. The consoles stay in ``<build>/lab/``.
 status: each machine's domain state and its console file.
 
-Options: ``--out BUILD_DIR`` (default build/<cluster>), ``--state-dir`` (default .clusterctl),
-``--lock`` (default SPEC with .lock for .yaml), ``--no-cluster`` (up: the lab only, no ``clusterctl up``).
+Options: ``--out BUILD_DIR`` (default build/<cluster>), ``--state-dir`` (default ``.clusterctl/``
+beside SPEC, as clusterctl's), ``--lock`` (default SPEC with .lock for .yaml), ``--no-cluster``
+(up: the lab only, no ``clusterctl up``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from clusterctl.commands.common import default_state_root
 from clusterctl.environ import Env
 from clusterctl.image.baremetal import IMAGES, with_archives
 from clusterctl.image.lock import read_lock
 from clusterctl.pipeline import render
 from clusterctl.render.tree import render_files
-from clusterctl.run.state import DEFAULT_ROOT
 from clusterctl.spec.findings import SpecError
 from clusterctl.spec.loader import load_spec
 from clusterctl.spec.machines import read_machines
@@ -127,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("spec", type=Path)
     parser.add_argument("--out", type=Path, help="the cluster's build directory [build/<cluster>]")
-    parser.add_argument("--state-dir", type=Path, default=Path(os.environ.get(Env.STATE_DIR) or DEFAULT_ROOT))
+    parser.add_argument("--state-dir", type=Path, help="clusterctl's state root [.clusterctl/ beside SPEC]")
     parser.add_argument("--lock", type=Path)
     parser.add_argument("--no-cluster", action="store_true", help="up: build the lab, do not run clusterctl up")
     args = parser.parse_args(argv)
     spec: Path = args.spec
+    if args.state_dir is None:
+        args.state_dir = Path(os.environ.get(Env.STATE_DIR) or default_state_root(str(spec)))
     name = load_spec(spec).spec.name
     build_dir = args.out or Path("build") / name
     if build_dir.name != name:

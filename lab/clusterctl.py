@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from clusterctl.commands import cli
+from clusterctl.commands.common import default_state_root
 from clusterctl.environ import Env
 from clusterctl.run.providers.baremetal import drive_stack_with
-from clusterctl.run.state import DEFAULT_ROOT
 from clusterctl.spec.findings import SpecError
 from clusterctl.spec.loader import load_spec
 from lab.config import BMC_USER
@@ -26,11 +26,11 @@ def _lab_credentials(argv: list[str]) -> dict[str, str]:
     """The emulated BMCs' user and password for the spec named in ``argv`` (empty when none is found)."""
     if os.environ.get(Env.BMC_USER) and os.environ.get(Env.BMC_PASSWORD):
         return {}
-    root = Path(os.environ.get(Env.STATE_DIR) or DEFAULT_ROOT)
-    if "--state-dir" in argv[:-1]:
-        root = Path(argv[argv.index("--state-dir") + 1])
     for arg in argv:
         if arg.endswith((".yaml", ".yml")) and Path(arg).is_file():
+            root = Path(os.environ.get(Env.STATE_DIR) or default_state_root(arg))
+            if "--state-dir" in argv[:-1]:
+                root = Path(argv[argv.index("--state-dir") + 1])
             try:
                 name = load_spec(arg).spec.name
             except SpecError:  # clusterctl itself reports it

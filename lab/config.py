@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from clusterctl.commands.common import default_state_root
 from clusterctl.image.lock import lock_path
 from clusterctl.pipeline import Validated, load_and_validate
 from clusterctl.plan.models import BaremetalPlan, Plan
-from clusterctl.run.state import DEFAULT_ROOT
 from clusterctl.spec.loader import load_spec
 from clusterctl.spec.providers import BaremetalProvider
 
@@ -176,7 +176,7 @@ def load_lab(
         )
         for m in bm.machines
     ]
-    root = state_root or Path(os.environ.get("CLUSTERCTL_STATE_DIR") or DEFAULT_ROOT)
+    root = state_root or Path(os.environ.get("CLUSTERCTL_STATE_DIR") or default_state_root(str(spec)))
     return Lab(
         spec=spec,
         validated=validated,
