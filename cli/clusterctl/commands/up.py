@@ -202,9 +202,12 @@ def up_cmd(
         ensure_collections(app.display_info)
     except (ProviderError, AnsibleSetupError) as exc:
         app.abort(f"{exc} Nothing was created.", 1)
+    state = StateDir(state_dir, plan.cluster.name)
+    out_dir = out_dir or _recorded_build_dir(state) or default_build_dir(plan).resolve()
     images = None
     if not no_image:
-        choice = locked_images(spec, plan, lock_path(spec, lock_file), locked)
+        # A bare-metal archive counts where the PXE server serves it: this run's build directory.
+        choice = locked_images(spec, plan, lock_path(spec, lock_file), locked, build_dir=out_dir)
         if choice.error:
             app.abort(choice.error)
         for warning in choice.warnings:
@@ -212,8 +215,6 @@ def up_cmd(
         images = choice.images
     if not app.json:
         app.show_findings(validated.findings)
-    state = StateDir(state_dir, plan.cluster.name)
-    out_dir = out_dir or _recorded_build_dir(state) or default_build_dir(plan).resolve()
     try:
         with progress_under_lock(app, state, "up") as bus:
             result = up(

@@ -21,8 +21,10 @@ class LockChoice:
     error: str = ""
 
 
-def locked_images(spec: str, plan: Plan, lock_file: Path, locked: bool) -> LockChoice:
+def locked_images(spec: str, plan: Plan, lock_file: Path, locked: bool, *, build_dir: Path | None = None) -> LockChoice:
     """The locked image of each profile ``up`` may use; with ``locked`` (``--locked``), every profile's.
+
+    ``build_dir``: the build directory ``up`` renders (where a bare-metal archive must be).
 
     Without ``locked`` a profile whose image does not match (or a lock of no use here) is a
     warning: its new nodes start from the base image and run both stages, as without a lock.
@@ -40,7 +42,7 @@ def locked_images(spec: str, plan: Plan, lock_file: Path, locked: bool) -> LockC
             return LockChoice(error=f"--locked: there is no lock at {lock_file}. {rebuild} Nothing was done.")
         return LockChoice()
     try:
-        checks = check_locked(plan, lock, target_for(plan), lock_file=lock_file)
+        checks = check_locked(plan, lock, target_for(plan, build_dir=build_dir), lock_file=lock_file)
     except (ImageBuildError, ImageInputError) as exc:
         if locked:
             return LockChoice(error=f"--locked: {exc}. Nothing was done.")
