@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -99,9 +101,12 @@ def _copy_spec(root: Path, text: str, machines: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
+def lab_cluster() -> Iterator[LabCluster]:
     """The lab built and its cluster brought up once for the module; all of it removed at the end."""
-    root = tmp_path_factory.mktemp("baremetal-lab")
+    # Not pytest's temporary folder (0700): dnsmasq and libvirt's qemu run as their own users and must
+    # reach the PXE tree and the disks through it.
+    root = Path(tempfile.mkdtemp(prefix="clusterctl-lab-"))
+    root.chmod(0o711)
     spec = _copy_spec(root, SPEC.read_text(), MACHINES.read_text())
     build = root / "build" / CLUSTER
     cluster = LabCluster(root, spec, build, root / "state", root / f"{CLUSTER}.lock", plan=None)  # type: ignore[arg-type]
@@ -114,6 +119,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster
     if result.returncode != 0:
         _save_consoles(cluster)
         cluster.lab("down", timeout=900)
+        shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"python -m lab up failed ({result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
     cluster.plan = load_and_validate(spec).plan
     yield cluster
@@ -124,6 +130,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster
     left = subprocess.run([*VIRSH, "list", "--all", "--name"], capture_output=True, text=True, check=False).stdout
     assert not [name for name in left.split() if name.startswith("clusterctl-lab-")], left
     assert subprocess.run(["ip", "link", "show", "cclab0"], capture_output=True, check=False).returncode != 0
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _save_consoles(cluster: LabCluster) -> None:
