@@ -13,6 +13,7 @@ import secrets
 import shutil
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import time
@@ -284,13 +285,32 @@ def boot_files(lab: Lab, cache: Path) -> None:
         shutil.copyfile(root / source, tftp / name)
 
 
+def closed_folder(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` that other users may not enter (None when all may)."""
+    for folder in [*reversed(path.parents), path]:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return folder
+    return None
+
+
 def pxe_link_up(lab: Lab) -> None:
-    """The build's ``pxe/`` at ``/srv/clusterctl/<cluster>``, where the rendered dnsmasq.conf says it is."""
+    """The build's ``pxe/`` at ``/srv/clusterctl/<cluster>``, where the rendered dnsmasq.conf says it is.
+
+    Raises:
+        LabError: dnsmasq (which runs as its own user, as libvirt's qemu does) could not reach it.
+    """
+    pxe = (lab.build_dir / "pxe").resolve()
+    if (closed := closed_folder(pxe)) is not None:
+        raise LabError(
+            f"{closed} is closed to other users: dnsmasq and libvirt's qemu, which run as their own, could "
+            f"not read the PXE tree and the disks under it. Give `--out` a build directory outside it, or "
+            f"`chmod o+x {closed}`"
+        )
     PXE_ROOT.mkdir(parents=True, exist_ok=True)
     link = PXE_ROOT / lab.name
     if link.is_symlink() or not link.exists():
         link.unlink(missing_ok=True)
-        link.symlink_to((lab.build_dir / "pxe").resolve())
+        link.symlink_to(pxe)
     else:
         raise LabError(f"{link} exists and is not the lab's link; remove it")
 

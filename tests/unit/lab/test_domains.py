@@ -4,6 +4,7 @@ group's install or stateless mode, the profile's memory, and the consoles where 
 from __future__ import annotations
 
 import shutil
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -81,3 +82,18 @@ def test_the_lab_keeps_its_bmc_secrets_out_of_the_build_directory(lab) -> None:
     assert lab.secrets == lab.state_root / "baremetal-lab.lab"
     assert not lab.secrets.is_relative_to(lab.build_dir)
     assert Path(lab.work) == lab.build_dir / "lab"
+
+
+def test_a_build_directory_other_users_cannot_reach_is_named() -> None:
+    """dnsmasq and qemu run as their own users: a 0700 folder on the way is named before anything starts."""
+    from lab.host import closed_folder
+
+    with tempfile.TemporaryDirectory() as name:  # not pytest's tmp_path: its own parents are 0700
+        root = Path(name)
+        root.chmod(0o711)
+        inner = root / "closed" / "build" / "pxe"
+        inner.mkdir(parents=True)
+        (root / "closed").chmod(0o700)
+        assert closed_folder(inner) == root / "closed"
+        (root / "closed").chmod(0o711)
+        assert closed_folder(inner) is None
