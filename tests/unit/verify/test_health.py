@@ -291,3 +291,18 @@ def _local_conf(tmp_path: Path) -> Path:
     path = tmp_path / "local.conf"
     path.write_text(_files(LOCAL)["health/health.conf"][0])
     return path
+
+
+def test_a_pulled_bundles_wildcard_line_checks_any_node_of_its_kind(tmp_path: Path) -> None:
+    """A bundle's health.conf has one ``node *`` line for all its nodes; a node's own line still wins."""
+    node = _node(tmp_path, LOCAL, "gpu002")
+    conf = tmp_path / "bundle.conf"
+    conf.write_text("driver_pin 570.133.20\nnode * 8 devices - -\nnode gpu009 0 none - -\n")
+
+    checked = node.run(HEALTHCHECK, CLUSTERCTL_HEALTH_CONF=str(conf))
+    own_line = node.run(HEALTHCHECK, CLUSTERCTL_HEALTH_CONF=str(conf), CLUSTERCTL_HEALTH_HOST="gpu009")
+
+    assert checked.returncode == 1
+    assert node.scontrol_log[-1].endswith(f"reason=clusterctl-health: gpus: 0 of 8 GPU devices in {tmp_path}/dev")
+    assert own_line.returncode == 0
+    assert "not in" not in own_line.stderr
