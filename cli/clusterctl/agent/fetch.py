@@ -62,7 +62,8 @@ class Server:
             FetchError: No answer, no pointer for this node, or an answer out of bounds.
         """
         headers = {"If-None-Match": known} if known and _ETAG.fullmatch(known) else {}
-        query = f"?wait={int(wait_s)}" if wait_s and headers else ""
+        # Without a known tag the server answers at once when there is a pointer, else when one appears.
+        query = f"?wait={int(wait_s)}" if wait_s else ""
         connection = self._connection(CONNECT_TIMEOUT_S + wait_s)
         try:
             connection.request("GET", f"/nodes/{node}.json{query}", headers=headers)

@@ -269,7 +269,7 @@ class Agent:
             wait = min(wait, 5)
         if self.retry_at:
             wait = max(0, min(wait, int(self.retry_at - time.monotonic()) + 1))
-        got = self.steps.pointer(self.etag, wait if self.etag else 0)
+        got = self.steps.pointer(self.etag, wait)
         if got is None:
             if self.retry_at and time.monotonic() >= self.retry_at and self.last is not None:
                 self.handle(self.last)

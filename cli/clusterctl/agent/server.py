@@ -6,10 +6,11 @@ both read-only, nothing else (no listing, no other method):
 - ``/layers/<sha256>.tar.gz``: a content-addressed layer, sent with ``sendfile`` (the kernel copies
   it; the server's CPU per node is a few system calls). Its name never changes meaning, so it may
   be cached for good.
-- ``/nodes/<node>.json``: the node's signed pointer (``pointer.py``). With ``If-None-Match`` and
-  ``?wait=S`` the answer waits up to S seconds until the pointer differs from the one the node
-  has (a blocking query, as Consul and etcd watches do), so an idle node costs an open socket, not
-  a request every few seconds. A change is seen by one ``stat`` of the ``nodes/`` directory every
+- ``/nodes/<node>.json``: the node's signed pointer (``pointer.py``). With ``?wait=S`` the answer
+  waits up to S seconds until there is a pointer that differs from the one the node has
+  (``If-None-Match``), a blocking query as Consul and etcd watches do: an idle node costs an open
+  socket, not a request every few seconds, and a node made before ``up`` published gets its
+  pointer the moment it is there. A change is seen by one ``stat`` of the ``nodes/`` directory every
   ``WATCH_S``, whatever the number of nodes waiting.
 
 Each request and answer is bounded (request line, headers, time to send them, concurrent

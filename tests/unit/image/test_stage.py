@@ -146,3 +146,13 @@ def test_local_provider_makes_each_node_from_its_profiles_image(monkeypatch: pyt
     by_name = {h.hostname: h.image_hash for h in hosts}
     assert by_name["gpu001"] == EMU
     assert by_name["ctl001"] is None
+
+
+def test_a_pulling_profiles_image_carries_the_agents_engine() -> None:
+    """The local example's GPU nodes pull: their image bakes the engine (its versions are in the hash);
+    the controller's and login node's profile does not."""
+    from clusterctl.image.hash import profile_hash
+
+    plan = load_and_validate(EXAMPLES / "local.yaml").plan
+    assert "engine" in profile_hash(plan, "emu-h100").inputs
+    assert "engine" not in profile_hash(plan, "small").inputs
