@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -45,13 +47,22 @@ class Mirror:
 
 
 def docker_host_address() -> str:
-    """The host's address on Docker's default bridge: every container reaches the host there."""
-    return subprocess.run(
-        ["docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
+    """The host's address on Docker's default bridge: every container reaches the host there.
+
+    Docker names the bridge's gateway in its IPAM config, except when the engine was started with
+    a bridge it did not create (the config then holds only the subnet): the gateway is then the
+    subnet's first address, as Docker assigns it.
+    """
+    config = subprocess.run(
+        ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.strip()
+    ).stdout
+    entry = json.loads(config)
+    if entry.get("Gateway"):
+        return str(entry["Gateway"])
+    return str(next(ipaddress.ip_network(entry["Subnet"]).hosts()))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

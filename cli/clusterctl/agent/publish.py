@@ -11,6 +11,7 @@ no pointer names are deleted. It prints what it did as one JSON line.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import sys
@@ -126,12 +127,14 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2) or (len(argv) == 2 and argv[1] != "--have"):
         sys.stderr.write("usage: python3 -m clusterctl.agent publish ROOT [--have]\n")
         return 2
-    Path(argv[0])
+    root = Path(argv[0])
     if len(argv) == 2:
+        sys.stdout.write(json.dumps(have(root)) + "\n")
         return 0
     try:
-        pass
+        done = publish(root, sys.stdin.buffer)
     except PublishError as exc:
         sys.stderr.write(f"publish: {exc}\n")
         return 1
+    sys.stdout.write(json.dumps(done) + "\n")
     return 0

@@ -244,6 +244,7 @@ async def serve(root: Path, host: str, port: int, ready: asyncio.Event | None = 
             await listener.serve_forever()
     finally:
         watcher.cancel()
+        _say(server.counters.line())
 
 
 def main(argv: list[str]) -> int:

@@ -176,3 +176,43 @@ def test_a_layer_that_is_not_its_digest_is_discarded(served: tuple[Path, Server]
 def test_an_unreachable_server_is_a_fetch_error() -> None:
     with pytest.raises(FetchError):
         Server("127.0.0.1", 9).pointer("gpu001")
+
+
+def test_the_publish_command_is_what_up_runs_on_the_controller(tmp_path: Path) -> None:
+    """The shipped code alone (no clusterctl installed, the system's python3): ``publish`` takes the
+    tar on stdin and says what it did; ``--have`` lists the layers."""
+    import subprocess
+    import sys
+
+    from clusterctl.render.bundle import agent_files_raw
+
+    lib = tmp_path / "lib"
+    for name, data, _mode in agent_files_raw():
+        (lib / name).parent.mkdir(parents=True, exist_ok=True)
+        (lib / name).write_bytes(data)
+    digest, data = _layer("one")
+    argv = [
+        "-I",
+        "-c",
+        f"import sys; sys.path.insert(0, {str(lib)!r}); "
+        "from clusterctl.agent.__main__ import main; sys.exit(main(sys.argv[1:]))",
+    ]
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
+    root = tmp_path / "root"
+    tar = _input(
+        [
+            (f"layers/{digest}.tar.gz", data),
+            ("nodes/gpu001.json", _pointer("gpu001", digest)),
+            ("nodes.json", b'["gpu001"]'),
+        ]
+    )
+    done = subprocess.run([python, *argv, "publish", str(root)], input=tar.read(), capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"layers": 1, "pointers": 1, "removed": [], "dropped": []}
+    listed = subprocess.run([python, *argv, "publish", str(root), "--have"], capture_output=True, check=True)
+    assert json.loads(listed.stdout) == [digest]
+    refused = subprocess.run(
+        [python, *argv, "publish", str(root)], input=b"not a tar", capture_output=True, check=False
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(b"publish: ")
