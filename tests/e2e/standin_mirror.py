@@ -49,20 +49,20 @@ class Mirror:
 def docker_host_address() -> str:
     """The host's address on Docker's default bridge: every container reaches the host there.
 
-    Docker names the bridge's gateway in its IPAM config, except when the engine was started with
-    a bridge it did not create (the config then holds only the subnet): the gateway is then the
-    subnet's first address, as Docker assigns it.
+    The bridge's gateway, or the first address of its subnet when the engine does not list the
+    gateway (a dockerd restarted without --bip leaves it out of `network inspect`).
     """
-    config = subprocess.run(
-        ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    entry = json.loads(config)
-    if entry.get("Gateway"):
-        return str(entry["Gateway"])
-    return str(next(ipaddress.ip_network(entry["Subnet"]).hosts()))
+    config = json.loads(
+        subprocess.run(
+            ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

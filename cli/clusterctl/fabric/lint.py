@@ -126,6 +126,10 @@ class TopologyConf:
         return {node for switch in self.switches for node in switch.nodes}
 
 
+# A line with thousands of bad tokens is one problem to fix, not thousands of findings to print.
+MAX_LINE_PROBLEMS = 20
+
+
 def parse_topology_conf(text: str) -> TopologyConf:
     """Parse ``topology.conf`` text.
 
@@ -140,7 +144,10 @@ def parse_topology_conf(text: str) -> TopologyConf:
     problems: list[Finding] = []
     for line_no, line in _logical_lines(text):
         switch, errors = _parse_line(line, line_no)
-        problems.extend(lint_finding("FAB-L010", msg, line_no) for msg in errors)
+        problems.extend(lint_finding("FAB-L010", msg, line_no) for msg in errors[:MAX_LINE_PROBLEMS])
+        if len(errors) > MAX_LINE_PROBLEMS:
+            more = f"{len(errors) - MAX_LINE_PROBLEMS} more problem(s) on this line are not listed."
+            problems.append(lint_finding("FAB-L010", more, line_no))
         if switch is not None:
             switches.append(switch)
     return TopologyConf(tuple(switches), tuple(problems))

@@ -259,15 +259,25 @@ _LINKINFO_PORT_RE = re.compile(
 )
 _LINKINFO_REMOTE_RE = re.compile(
     r"^(?:0x(?P<guid>" + _HEX + r")\s+)?(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*"
-    r'"(?P<desc>[^"]*)"\s*(?:\(\s*(?P<note>[^)]*?)\s*\))?\s*$'
+    r'"(?P<desc>[^"]*)"\s*(?:\((?P<note>[^)]*)\))?\s*$'
 )
 _LINKINFO_UNCONNECTED_RE = re.compile(r'^(?:\[[^\]]*\])?\s*"[^"]*"\s*(?:\([^)]*\))?\s*$')
 
 
+# InfiniBand node descriptions are at most 64 bytes: no line of these tools comes near this.
+MAX_LINE = 4096
+
+
 def _significant_lines(text: str) -> list[tuple[int, str]]:
-    """Return ``(line_no, stripped line)`` for non-blank, non-comment lines."""
+    """Return ``(line_no, stripped line)`` for non-blank, non-comment lines.
+
+    Raises:
+        FabricParseError: A line far longer than any these tools print.
+    """
     out = []
     for line_no, raw in enumerate(text.splitlines(), start=1):
+        if len(raw) > MAX_LINE:
+            raise FabricParseError(line_no, raw[:200], f"A line of {len(raw)} characters is not a fabric tool's.")
         line = raw.strip()
         if line and not line.startswith("#"):
             out.append((line_no, line))

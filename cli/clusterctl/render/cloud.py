@@ -32,6 +32,7 @@ from jinja2 import Environment
 
 from clusterctl.plan.models import BaremetalMachinePlan, NcclProfile, Plan
 from clusterctl.render.escape import RenderError, file_name
+from clusterctl.render.health import SLURM_TOOL_PATH
 from clusterctl.render.pxe_image import image_pxe_files
 
 # (path, text, mode) -- tree.py wraps these in RenderedFile.
@@ -73,7 +74,7 @@ def _nccl_files(plan: Plan, env: Environment, ctx: dict[str, Any]) -> list[FileS
     topologies: set[str] = set()
 
     def render(name: str, profile: NcclProfile) -> str:
-        return env.get_template(name).render(**ctx, profile=profile)
+        return env.get_template(name).render(**ctx, profile=profile, slurm_tool=SLURM_TOOL_PATH)
 
     for profile in plan.nccl:
         hw = profile.hardware

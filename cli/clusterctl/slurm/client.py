@@ -6,6 +6,7 @@ Every answer is parsed here, once; callers get nodes, jobs and per-node errors, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from .jobs import Jobs, parse_jobs
 from .nodes import SlurmNode, SlurmPartition, by_name, parse_nodes, parse_partitions
 from .reasons import clean
 from .records import RecordError
+
+_VERSION_RE = re.compile(r"\b\d{1,4}\.\d{1,4}(?:\.\d{1,4})?(?:-[0-9A-Za-z.]{1,20})?")
 
 
 class SlurmError(Exception):
@@ -117,7 +120,7 @@ class Slurm:
             return Jobs(unknown=f"squeue on {self.launcher}: {exc}")
 
     def version(self) -> str:
-        """The Slurm version the launcher runs (``23.11.4``), or "" when it cannot be read."""
+        """The Slurm version the launcher runs (``23.11.4`` of ``slurm 23.11.4``), or "" when it cannot be read."""
         rc, out, _ = self.run(commands.version())
-        words = out.strip().split()
-        return clean(words[-1], 40) if rc == 0 and words else ""
+        found = _VERSION_RE.search(out[:200]) if rc == 0 else None
+        return found[0] if found else ""

@@ -31,6 +31,7 @@ import pytest
 import yaml
 from tests.conftest import EXAMPLES, REPO_ROOT
 from tests.enroot_testkit import container_environment
+from tests.shipped_slurm import slurm_tool
 from tests.specs import example_data, write_spec
 
 from clusterctl.pipeline import load_and_validate
@@ -320,6 +321,8 @@ def test_the_health_check_counts_the_efa_devices(
         "CLUSTERCTL_HEALTH_SYSFS_PCI": str(_efa_sysfs(tmp_path, found)),
         "CLUSTERCTL_HEALTH_DRIVER": str(driver),
         "CLUSTERCTL_HEALTH_MOUNTS": str(mounts),
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
     }
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False)
     drains = [c for c in (calls.read_text().splitlines() if calls.exists() else []) if "state=drain" in c]

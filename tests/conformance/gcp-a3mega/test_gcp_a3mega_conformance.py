@@ -24,6 +24,7 @@ import pytest
 import yaml
 from tests.conftest import EXAMPLES, REPO_ROOT
 from tests.enroot_testkit import container_environment
+from tests.shipped_slurm import slurm_tool
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render.tree import render_files
@@ -226,7 +227,14 @@ def _run_script(tmp_path: Path, text: str, **env: str) -> tuple[int, list[str], 
     text = text.replace("/var/lib/tcpxo/lib64", str(tmp_path / "tcpxo"))
     script = tmp_path / "script.sh"
     script.write_text(text)
-    base = {"PATH": f"{bindir}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2"}
+    base = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NUM_NODES": "2",
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
+    }
     done = subprocess.run(["bash", str(script)], env={**base, **env}, capture_output=True, text=True, check=False)
     return done.returncode, calls.read_text().splitlines(), done.stderr
 
@@ -260,7 +268,7 @@ def test_prolog_waits_for_rxdm_and_fails_the_job_with_a_reason(tmp_path: Path, f
     assert calls.count("sleep 2") == 60
     drains = [c for c in calls if c.startswith("scontrol update")]
     assert drains
-    assert "State=DRAIN" in drains[0]
+    assert "state=drain" in drains[0]
     assert "Buffer manager initialization complete" in drains[0]
     assert "within 120 s" in stderr
     rc, calls, _ = _run_script(tmp_path, prolog, READY="1")

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.conftest import EXAMPLES, RDMA_RAILS_MODULE, REPO_ROOT
+from tests.shipped_slurm import slurm_tool
 from tests.specs import mutated
 
 from clusterctl.pipeline import load_and_validate
@@ -191,6 +192,8 @@ def _health(files: dict[str, str], tmp_path: Path, tree: str) -> tuple[int, str]
     env = {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "CLUSTERCTL_HEALTH_CONF": str(tmp_path / "health.conf"),
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
         "CLUSTERCTL_HEALTH_HOST": "gpu001",
         "CLUSTERCTL_HEALTH_SYSFS_IB": str(SYSFS / tree / "class" / "infiniband"),
         "CLUSTERCTL_HEALTH_SYSFS_PCI": str(SYSFS / tree / "bus" / "pci" / "devices"),

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.conftest import RDMA_RAILS_MODULE, REPO_ROOT
+from tests.shipped_slurm import slurm_tool
 from tests.specs import Mutation, mutated
 
 from clusterctl.pipeline import load_and_validate
@@ -155,6 +156,8 @@ def test_health_check_finds_the_roce_rails(files: dict[str, str], tmp_path: Path
     env = {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "CLUSTERCTL_HEALTH_CONF": str(tmp_path / "health.conf"),
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
         "CLUSTERCTL_HEALTH_HOST": "gpu001",
         "CLUSTERCTL_HEALTH_SYSFS_IB": str(TREE / "class" / "infiniband"),
         "CLUSTERCTL_HEALTH_SYSFS_PCI": str(TREE / "bus" / "pci" / "devices"),

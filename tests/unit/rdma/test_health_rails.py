@@ -17,6 +17,7 @@ import pytest
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render import render_files
 from tests.conftest import EXAMPLES
+from tests.shipped_slurm import slurm_tool
 from tests.specs import mutated
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
@@ -76,6 +77,8 @@ def _run(files: dict[str, str], tmp_path: Path, sysfs: Path, rails_file: str | N
         "CLUSTERCTL_HEALTH_RAILS": str(tmp_path / "rails.conf"),
         "CLUSTERCTL_HEALTH_MOUNTS": str(tmp_path / "mounts"),
         "CLUSTERCTL_HEALTH_DRIVER": str(tmp_path / "driver"),
+        # clusterctl's Slurm module as shipped, driving the scontrol stub.
+        "CLUSTERCTL_SLURM_TOOL": str(slurm_tool(tmp_path)),
     }
     result = subprocess.run(
         ["bash", str(tmp_path / "script.sh")], capture_output=True, text=True, env=env, timeout=30, check=False

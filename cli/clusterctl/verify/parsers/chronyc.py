@@ -15,7 +15,9 @@ from clusterctl.verify.parsers._text import numbered_lines
 from clusterctl.verify.result import ParseError, unreadable
 
 TRACKING_COMMAND = "chronyc -n tracking"
-_LINE_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ()]*?)\s*:\s*(?P<value>.*)$")
+# "Reference ID    : C0A80001 (...)": the name before the first colon (split there, never by a
+# lazy pattern before `\s*:`, which is quadratic on a line of blanks).
+_KEY_RE = re.compile(r"[A-Za-z][A-Za-z ()]*")
 _SYSTEM_TIME_RE = re.compile(r"^(?P<seconds>[0-9.]+) seconds (?P<dir>fast|slow) of NTP time$")
 
 
@@ -54,13 +56,14 @@ def parse_chronyc_tracking(text: str) -> ChronyTracking:
     where: dict[str, tuple[int, str]] = {}
     lines = numbered_lines(text)
     for line_no, raw, cleaned in lines:
-        match = _LINE_RE.match(cleaned.strip())
-        if match is None:
+        key, colon, value = cleaned.strip().partition(":")
+        key = key.rstrip()
+        if not colon or not _KEY_RE.fullmatch(key):
             if cleaned.strip():
                 raise ParseError("expected 'Name : value' (is chronyd running?)", line_no, raw)
             continue
-        values[match["key"]] = match["value"].strip()
-        where[match["key"]] = (line_no, raw)
+        values[key] = value.strip()
+        where[key] = (line_no, raw)
     for required in ("Reference ID", "Stratum", "System time", "Leap status"):
         if required not in values:
             raise ParseError(f"no {required!r} line in chronyc tracking output", len(lines), "")

@@ -22,8 +22,7 @@ from clusterctl.bounded import guarded, integer
 from clusterctl.verify.parsers._text import numbered_lines
 from clusterctl.verify.result import ParseError, unreadable
 
-_ROW_RE = re.compile(r"^(?P<prefix>[^|+]*)(?P<row>[|+].*[|+])\s*$")
-_SECTION_RE = re.compile(r"^[|+]-+\s+(?P<name>\w[\w ]*?)\s+-+\+")
+_SECTION_RE = re.compile(r"^[|+]-+ +(?P<name>\w+(?: \w+)*) +-+\+")
 # An empty result is DCGM 4's "not run" (HelperDisplayDiagResult returns "").
 _STATUS_RE = re.compile(r"^(?:(?P<status>Pass|Fail|Skip|Warn)(?: - (?:All|GPUs?: (?P<gpus>[\d, ]+)))?)?$")
 _GPU_STATUS_RE = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn) - GPUs?: (?P<gpus>[\d, ]+)$")
@@ -153,6 +152,15 @@ class _OpenTest:
         )
 
 
+def _table_row(line: str) -> str | None:
+    """The table part of a line (from its first ``|`` or ``+`` to its last), None when it has none."""
+    text = line.rstrip()
+    starts = [i for i in (text.find("|"), text.find("+")) if i >= 0]
+    if not starts or text[-1:] not in ("|", "+") or min(starts) == len(text) - 1:
+        return None
+    return text[min(starts) :]
+
+
 def _gpu_list(text: str) -> list[int]:
     return [integer(g) for g in text.replace(",", " ").split()]
 
@@ -193,12 +201,11 @@ def parse_dcgmi_diag(text: str) -> DcgmDiag:
     errors: list[str] = []
 
     for line_no, raw, cleaned in lines:
-        match = _ROW_RE.match(cleaned)
-        if match is None:
+        row = _table_row(cleaned)
+        if row is None:
             if cleaned.strip().startswith("Error:"):
                 errors.append(cleaned.strip())
             continue
-        row = match["row"]
         saw_table = True
         if row.startswith("+") or row.startswith("|-"):
             if heading := _SECTION_RE.match(row):
