@@ -18,13 +18,15 @@ connections from its network namespace. The control machine's side (render, bund
 wait) is this process and its children (getrusage).
 
 Scenarios, each repeated: all nodes booting at once; a no-change `up`; one changed file (a new
-files layer); 5 % of the nodes dead (named after one timeout). Push runs beside (N = 8 and 32 by
-default): ansible-playbook over SSH to the same simulated nodes (sshd in the nodes container),
-as many tasks as the real apply ran, the playbook in its own cgroup.
+files layer); 5 % of the nodes dead (named after one timeout, --dead-timeout). Push runs beside
+(N = 8 and 32 by default): ansible-playbook over SSH to the same simulated nodes (sshd in the
+nodes container), as many trivial tasks as the real apply ran (or --push-tasks), the playbook in
+its own cgroup.
 
 Run (as root, with Docker and the local base image; under the shared heavy lock):
     python benchmarks/scale_sim.py                       # N = 8, 32, 128, 512; 3 repeats; push at 8, 32
     python benchmarks/scale_sim.py --sizes 8 --repeats 1 --push 8
+    python benchmarks/scale_sim.py --repeats 1 --push-tasks 15      # what fits about 13 minutes here
 Prints one table row per (N, scenario) (medians of the repeats) and the line fit of controller
 CPU = a + b*N per scenario; --json FILE keeps every measurement.
 """
