@@ -69,6 +69,21 @@ def test_a_bundle_does_not_grow_with_the_node_count(tmp_path: Path) -> None:
     assert digests[0] == digests[1]
 
 
+def test_a_partition_change_and_another_folder_leave_the_layers_as_they_were(tmp_path: Path) -> None:
+    """Configless: partitions live in slurm.conf, which slurmd takes from slurmctld; and the files name
+    the spec by its file name, so the same spec in another checkout changes no node."""
+    data = example_data("local.yaml")
+    (tmp_path / "a").mkdir()
+    plan = load_and_validate(write_spec(tmp_path / "a", data)).plan
+    data["slurm"]["partitions"].append({"name": "debug", "groups": ["gpu"], "max_time": "00:30:00"})
+    (tmp_path / "elsewhere").mkdir()
+    moved = load_and_validate(write_spec(tmp_path / "elsewhere", data)).plan
+    assert {p for p in _bundles(plan) if p.startswith("bundles/layers/")} == {
+        p for p in _bundles(moved) if p.startswith("bundles/layers/")
+    }
+    assert "PartitionName=debug" in {f.path: f.text for f in render_files(moved)}["slurm/slurm.conf"]
+
+
 def test_no_secret_is_in_any_layer(tmp_path: Path) -> None:
     plan = load_and_validate(EXAMPLES / "local.yaml").plan
     state = StateDir(tmp_path, plan.cluster.name)
