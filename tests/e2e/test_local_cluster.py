@@ -653,7 +653,12 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     assert planned.returncode == 2, planned.stdout[-3000:] + planned.stderr[-3000:]
     listed = [c["detail"]["nodes"] for c in json.loads(planned.stdout)["changes"] if c["kind"] == "roll-batch"]
     assert listed == [["gpu001"], ["gpu002"], ["gpu003"], ["gpu004"]], planned.stdout
-    job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 40'")
+    # The job lasts until the roll drains its node, then a little longer: the batch must wait for it,
+    # however long the steps before it take (at most 5 minutes, should scontrol not answer in the job).
+    drained = "scontrol -o show node gpu001 | grep -q DRAIN"
+    job = _submit(
+        local_cluster, f"-w gpu001 --wrap 'for i in $(seq 150); do {drained} && break; sleep 2; done; sleep 10'"
+    )
     assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
 
     rolled = local_cluster.cli("up", str(bumped), *options)
