@@ -162,6 +162,8 @@ class Agent:
         state = self.state
         if pointer.force or state.identity != pointer.identity or not state.digest:
             return False
+        if pointer.one_time and state.generation != pointer.generation:
+            return False
         return self.steps.digest() == state.digest
 
     def _layers(self, pointer: Pointer) -> Layout:

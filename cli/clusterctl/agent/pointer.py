@@ -37,6 +37,9 @@ _VAR_NAME = re.compile(r"clusterctl_[a-z0-9_]{1,60}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_VAR_TEXT = 256
 MAX_VAR_ITEMS = 64
+# One-off instructions of the `up` that published the pointer (restart slurmd: nodes joined), not a
+# part of what the node should look like: left out of its identity, applied once per generation.
+ONE_TIME_VARS = frozenset({"clusterctl_slurm_config_change_action"})
 
 
 class PointerError(ValueError):
@@ -62,9 +65,19 @@ class Pointer:
 
     @property
     def identity(self) -> str:
-        """What the node applies: the bundle, the stage and the facts (a change of any is a new apply)."""
-        facts = json.dumps(dict(self.vars), sort_keys=True, separators=(",", ":"))
+        """What the node applies: the bundle, the stage and the facts (a change of any is a new apply).
+
+        One-off instructions are not in it: the `up` after the one that joined nodes publishes none, and
+        its nodes, as the earlier apply left them, have nothing to do.
+        """
+        kept = {k: v for k, v in self.vars.items() if k not in ONE_TIME_VARS}
+        facts = json.dumps(kept, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(f"{self.bundle}\n{self.stage}\n{facts}".encode()).hexdigest()
+
+    @property
+    def one_time(self) -> bool:
+        """Whether it carries a one-off instruction (to carry out once, for this generation)."""
+        return any(k in ONE_TIME_VARS for k in self.vars)
 
     def body(self) -> dict[str, Any]:
         """The signed document."""

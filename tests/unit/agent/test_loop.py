@@ -59,12 +59,13 @@ class Node:
         return ApplyResult(rc=0, tasks=9, changed=4)
 
 
-def _publish(root: Path, generation: int, text: str = "one", *, force: bool = False) -> str:
+def _publish(
+    root: Path, generation: int, text: str = "one", *, force: bool = False, facts: dict[str, str] | None = None
+) -> str:
     data = archive([("file.txt", text.encode(), 0o644)])
     digest = hashlib.sha256(data).hexdigest()
-    pointer = Pointer(
-        "local", "gpu001", generation, (("engine", digest), ("roles", digest), ("files", digest)), "configure", force
-    )
+    layers = (("engine", digest), ("roles", digest), ("files", digest))
+    pointer = Pointer("local", "gpu001", generation, layers, "configure", force, facts or {})
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         for name, content in [
@@ -113,6 +114,27 @@ def test_drift_or_force_applies_again_and_a_new_bundle_is_fetched(served: tuple[
     assert node.applied[-1] == ("configure", "two")
     # Only the layers of the bundle it applied are kept.
     assert len([p for p in (tmp_path / "state" / "layers").iterdir() if not p.name.startswith(".")]) == 1
+
+
+def test_a_one_off_instruction_applies_once_and_is_no_change_after(served: tuple[Path, Server], tmp_path: Path) -> None:
+    """The `up` that joined nodes asks every slurmd to restart; the next `up` asks nothing and finds
+    the node as that apply left it."""
+    root, server = served
+    node = Node(server, tmp_path)
+    restart = {"clusterctl_slurm_config_change_action": "restart"}
+    _publish(root, 10, facts=restart)
+    node.agent.step()
+    assert len(node.applied) == 1
+    _publish(root, 11)
+    node.agent.step()
+    assert len(node.applied) == 1
+    assert (node.reports[-1].generation, node.reports[-1].changed) == (11, 0)
+    _publish(root, 12, facts=restart)  # nodes joined again: carried out again
+    node.agent.step()
+    assert len(node.applied) == 2
+    _publish(root, 13, facts={"clusterctl_heal_public_key": "ssh-ed25519 AAAA other"})  # a real fact: applies
+    node.agent.step()
+    assert len(node.applied) == 3
 
 
 def test_an_older_generation_is_refused(served: tuple[Path, Server], tmp_path: Path) -> None:
