@@ -221,7 +221,7 @@ def test_a_partition_change_is_a_reconfigure_and_no_file_for_the_compute_nodes(
         assert set(compute) == {"gpu001", "gpu002", "gpu003", "gpu004"}
         assert all(e["status"] == "ok" for e in compute.values()), compute
         run = log.read_text()[before:]
-        assert re.search(r"RUNNING HANDLER \[slurm : Reconfigure Slurm\]\s+changed: \[ctl001\]", run), run[-3000:]
+        assert re.search(r"RUNNING HANDLER \[slurm : Reconfigure Slurm\] \**\s+changed: \[ctl001\]", run), run[-3000:]
         assert not re.search(r"\[gpu00\d\]", run)
         nodes = local_cluster.exec("login001", "sinfo -h -p debug -N -o %N").stdout.split()
         assert sorted(set(nodes)) == ["gpu001", "gpu002", "gpu003", "gpu004"]
