@@ -23,6 +23,7 @@ from clusterctl.image.lock import read_lock
 from clusterctl.pipeline import load_and_validate
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.local import LocalProvider
+from clusterctl.run.state import StateDir
 from tests.docker_helpers import docker
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
@@ -161,6 +162,10 @@ def test_image_build_reuse_lock_and_drift(workdir: Path) -> None:
         # ... nor lists that look fresh by their directory's time (Ansible's cache_valid_time falls back to it).
         assert docker("exec", host.container, "stat", "-c", "%Y", "/var/lib/apt/lists").stdout.strip() == "0"
     assert len(ids) == 2  # every node made from the image is a machine of its own
+    # Recorded as up's provision phase records its machines: status reads a cluster that is there.
+    StateDir(workdir / "state", plan.cluster.name).update(
+        nodes={h.hostname: h.container or h.address for h in hosts}, status="provisioned"
+    )
 
     status = run("status", "spec.yaml", "-o", "json")
     assert status.exit_code == 0, status.output

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from tests.conftest import EXAMPLES
+from tests.shipped_slurm import slurm_tool
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render import render_files
@@ -124,16 +124,7 @@ def _node(
         f'echo "$*" >> {root}/scontrol.log\n',
     )
     # clusterctl's Slurm module as the render ships it, on the standard library alone.
-    for path, (text, _) in _files(plan).items():
-        if path.startswith("health/lib/"):
-            target = root / path.removeprefix("health/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-    code = (
-        f"import sys; sys.path.insert(0, {str(root / 'lib')!r}); "
-        "from clusterctl.slurm.__main__ import main; sys.exit(main(sys.argv[1:]))"
-    )
-    _stub(root, "clusterctl-slurm", f'exec {sys.executable} -I -S -c "{code}" "$@"\n')
+    slurm_tool(root, plan)
     _stub(root / "bin", "nvidia-smi", "".join(f"echo {i}\n" for i in range(gpus_seen)))
     _stub(root / "bin", "logger", "exit 0\n")
     (root / "driver").write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Mar  4 2025\n")
