@@ -114,7 +114,13 @@ def chronyc(offset_s: float = 0.000012, *, leap: str = "Normal", reference: str 
 
 
 def scontrol_node(
-    name: str, *, state: str = "IDLE", gres: str = "gpu:h100:8", reason: str = "", partitions: str = "train"
+    name: str,
+    *,
+    state: str = "IDLE",
+    gres: str = "gpu:h100:8",
+    reason: str = "",
+    partitions: str = "train",
+    extra: str = "",
 ) -> str:
     """One ``scontrol show node -o`` line (Slurm 22.05 ``slurm_sprint_node_table`` with one_liner)."""
     line = (
@@ -122,7 +128,9 @@ def scontrol_node(
         f"AvailableFeatures=gpu,dgx-h100 ActiveFeatures=gpu,dgx-h100 Gres={gres} NodeAddr={name} "
         f"NodeHostName={name} Version=22.05.8 OS=Linux 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 "
         "RealMemory=2034073 AllocMem=0 FreeMem=2000000 Sockets=2 Boards=1 "
-        f"State={state} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions={partitions} "
+        f"State={state} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A "
+        + (f"Extra={extra} " if extra else "")
+        + f"Partitions={partitions} "
         "BootTime=2026-11-30T03:00:00 SlurmdStartTime=2026-11-30T03:05:00 LastBusyTime=2026-11-30T03:05:00 "
         "CfgTRES=cpu=224,mem=2034073M,billing=224,gres/gpu=8 AllocTRES= CapWatts=n/a CurrentWatts=0 "
         "AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"

@@ -14,7 +14,7 @@ from clusterctl.plan.service import read_swaps
 from clusterctl.render import RenderedFile, render_files, write_tree
 from clusterctl.render.check import finding as render_finding
 from clusterctl.render.escape import RenderError
-from clusterctl.render.tree import do_not_edit
+from clusterctl.render.tree import bundle_files, do_not_edit
 from clusterctl.rules import not_run, validate
 from clusterctl.run.state import SWAPS_KEY, StateDir
 from clusterctl.spec import Finding, Level, LoadedSpec, SpecError, load_spec
@@ -72,5 +72,5 @@ def render(validated: Validated, out_dir: Path | None = None) -> tuple[Path, lis
     target = out_dir or default_build_dir(validated.plan)
     marker = do_not_edit(validated.plan, target)
     files = [marker if f.path == marker.path else f for f in validated.files or render_files(validated.plan)]
-    changed = write_tree(files, target)
+    changed = write_tree([*files, *bundle_files(validated.plan, files)], target)
     return target, changed

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 TIMEOUT_RC = 124
 NOT_FOUND_RC = 127
@@ -35,6 +35,15 @@ class Executor(Protocol):
             ``(returncode, stdout, stderr)``; see the module docstring for the codes a
             transport failure gives.
         """
+        ...
+
+
+@runtime_checkable
+class Sender(Executor, Protocol):
+    """An executor that can also give a command input on its stdin (a tar of files, never a secret's path)."""
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        """Run ``command`` on ``host`` with ``data`` on its stdin; the same return codes as ``run``."""
         ...
 
 

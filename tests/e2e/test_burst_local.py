@@ -3,6 +3,7 @@ job needs them, are created and configured on demand, run the job, and are remov
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -100,6 +101,10 @@ def test_job_resumes_burst_nodes_then_they_are_released(burst_cluster: LocalClus
     state = burst_cluster.exec("ctl001", f"scontrol show job {job} | grep -o 'JobState=[A-Z]*'").stdout
     assert "COMPLETED" in state, state
     assert _containers(burst_cluster, BURST) == set(BURST)
+    # Made on demand, each configured itself from its bundle: its agent's journal names the digest.
+    for host in BURST:
+        journal = burst_cluster.exec(host, "journalctl -u clusterctl-agent --no-pager -o cat").stdout
+        assert re.search(r"applied bundle [0-9a-f]{64} \(generation \d+\)", journal), journal[-2000:]
 
     released = time.monotonic()
     _wait(lambda: not _containers(burst_cluster, BURST), 600, "idle burst nodes to be removed")

@@ -90,6 +90,35 @@ def test_every_node_came_from_its_baked_image_and_ran_only_the_configure_stage(l
     assert stages == {node.hostname: {"clusterctl_stage": CONFIGURE} for node in local_cluster.plan.nodes}
 
 
+@pytest.mark.order(14)
+def test_compute_nodes_configured_themselves_from_their_bundle(local_cluster: LocalCluster) -> None:
+    """The control machine pushed the controller and the login node only; each compute node's agent
+    applied the bundle `up` published for it, says so in its journal with the digest, and told Slurm."""
+    log = (local_cluster.build_dir / ANSIBLE_LOG).read_text()
+    compute = [n.hostname for n in local_cluster.plan.nodes if n.role == "compute"]
+    assert re.search(r"^(ok|changed): \[ctl001\]", log, re.MULTILINE), "the controller was pushed"
+    for host in compute:
+        assert not re.search(rf"\[{host}\]", log), f"a configure-stage task ran on {host} from the control machine"
+    published = StateDir(local_cluster.state_dir, "local").read()["pull"]["bundles"]
+    for host in compute:
+        journal = local_cluster.exec(host, "journalctl -u clusterctl-agent --no-pager -o cat").stdout
+        assert f"applied bundle {published[host]}" in journal, journal[-2000:]
+        extra = local_cluster.exec("ctl001", f"scontrol show node -o {host}").stdout
+        assert f"bundle={published[host][:16]} state=ok" in extra, extra
+
+
+@pytest.mark.order(14)
+def test_slurmd_runs_configless(local_cluster: LocalCluster) -> None:
+    """slurmd has no slurm.conf of its own: it runs with --conf-server and slurmctld's copy."""
+    for host in ("gpu001", "gpu004"):
+        local = local_cluster.exec(host, "ls /etc/slurm; tr '\\0' ' ' < /proc/$(pidof slurmd)/cmdline").stdout
+        assert "slurm.conf" not in local.split(), local
+        assert "gres.conf" not in local.split(), local
+        assert "--conf-server ctl001:6817" in local, local
+        cached = local_cluster.exec(host, "cat /run/slurm/conf/slurm.conf")
+        assert cached.stdout == (local_cluster.build_dir / "slurm" / "slurm.conf").read_text()
+
+
 @pytest.mark.order(15)
 def test_no_interpreter_discovery_warning_and_no_raw_ansible_output(local_cluster: LocalCluster) -> None:
     log = (local_cluster.build_dir / ANSIBLE_LOG).read_text()
@@ -128,25 +157,79 @@ def test_up_of_the_unchanged_cluster_checks_instead_of_converging(local_cluster:
     summary = next(e for e in events if e["kind"] == "summary")
     assert summary["data"]["converge_skipped"].startswith("all 6 nodes"), summary
     assert summary["data"]["changed_tasks"] == 0, summary
-    assert not [e for e in events if e["kind"] == "host" and e["phase"] == "configure"], "a task ran"
+    configure = [e for e in events if e["kind"] == "host" and e["phase"] == "configure"]
+    assert {e["host"] for e in configure} == {"gpu001", "gpu002", "gpu003", "gpu004"}, "the pushed nodes ran a task"
+    assert all(e["status"] == "ok" and "nothing changed" in e["message"] for e in configure), configure
     assert any(e["kind"] == "phase_end" and e["phase"] == "readiness" and e["status"] == "ok" for e in events)
     save_artifact("e2e-up-seconds.txt", f"first {local_cluster.first_up_seconds:.0f} s, no-change {seconds:.0f} s\n")
 
 
 @pytest.mark.order(20)
 def test_a_file_edited_by_hand_makes_up_converge_and_restore_it(local_cluster: LocalCluster) -> None:
-    victim, path = "gpu002", "/etc/slurm/cgroup.conf"
-    rendered = (local_cluster.build_dir / "slurm" / "cgroup.conf").read_text()
-    local_cluster.exec(victim, f"echo 'ConstrainRAMSpace=no' >> {path}").check_returncode()
+    """A compute node's agent finds its own drift when `up` asks, and applies its bundle again; a pushed
+    node's is found by the control machine."""
+    victim, path = "gpu002", "/etc/clusterctl/health.conf"
+    rendered = local_cluster.exec("gpu001", f"cat {path}").stdout
+    assert "node * 8 devices" in rendered
+    local_cluster.exec(victim, f"echo 'node gpu002 0 none - -' >> {path}").check_returncode()
+    pushed, pushed_path = "login001", "/etc/slurm/cgroup.conf"
+    local_cluster.exec(pushed, f"echo 'ConstrainRAMSpace=no' >> {pushed_path}").check_returncode()
     result = local_cluster.up("--output", "json")
     save_artifact("e2e-drift-up.jsonl", result.stdout + result.stderr)
     assert result.returncode == 0, result.stderr[-3000:]
     events = json_events(result.stdout)
-    assert any(f"since the last converge: {victim}" in e["message"] for e in events if e["kind"] == "message"), events
+    assert any(f"since the last converge: {pushed}" in e["message"] for e in events if e["kind"] == "message"), events
+    changed = {
+        e["host"] for e in events if e["kind"] == "host" and e["phase"] == "configure" and e["status"] == "changed"
+    }
+    assert {victim, pushed} <= changed, changed
     summary = next(e for e in events if e["kind"] == "summary")
     assert summary["data"]["converge_skipped"] == "", summary
-    assert summary["data"]["changed_tasks"] >= 1, summary
+    assert summary["data"]["changed_tasks"] >= 2, summary
     assert local_cluster.exec(victim, f"cat {path}").stdout == rendered
+    assert (
+        local_cluster.exec(pushed, f"cat {pushed_path}").stdout
+        == (local_cluster.build_dir / "slurm" / "cgroup.conf").read_text()
+    )
+
+
+@pytest.mark.order(22)
+def test_a_partition_change_is_a_reconfigure_and_no_file_for_the_compute_nodes(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Configless: the new partition reaches every slurmd through slurmctld (`scontrol reconfigure`), and
+    the compute nodes' bundle is what it was: no compute node changed anything."""
+    changed_spec = tmp_path / local_cluster.spec_path.name
+    text = local_cluster.spec_path.read_text()
+    line = '    - {name: gpu, groups: [gpu], default: true, max_time: "1-00:00:00"}\n'
+    assert line in text
+    changed_spec.write_text(text.replace(line, line + '    - {name: debug, groups: [gpu], max_time: "00:30:00"}\n'))
+    bundles = StateDir(local_cluster.state_dir, "local").read()["pull"]["bundles"]
+    options = ["--out", str(local_cluster.build_dir), "--yes", "--output", "json"]
+    options += ["--lock", str(local_cluster.lock_path)] if local_cluster.lock_path else []
+    log = local_cluster.build_dir / ANSIBLE_LOG
+    before = log.stat().st_size
+    try:
+        result = local_cluster.cli("up", str(changed_spec), *options)
+        save_artifact("e2e-partition-up.jsonl", result.stdout + result.stderr)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert StateDir(local_cluster.state_dir, "local").read()["pull"]["bundles"] == bundles
+        events = json_events(result.stdout)
+        compute = {
+            e["host"]: e for e in events if e["kind"] == "host" and e["phase"] == "configure" and "gpu" in e["host"]
+        }
+        assert set(compute) == {"gpu001", "gpu002", "gpu003", "gpu004"}
+        assert all(e["status"] == "ok" for e in compute.values()), compute
+        run = log.read_text()[before:]
+        assert re.search(r"RUNNING HANDLER \[slurm : Reconfigure Slurm\] \**\s+changed: \[ctl001\]", run), run[-3000:]
+        assert not re.search(r"\[gpu00\d\]", run)
+        nodes = local_cluster.exec("login001", "sinfo -h -p debug -N -o %N").stdout.split()
+        assert sorted(set(nodes)) == ["gpu001", "gpu002", "gpu003", "gpu004"]
+        seen = local_cluster.exec("gpu003", "grep -c '^PartitionName=debug' /run/slurm/conf/slurm.conf").stdout
+        assert seen.strip() == "1", "slurmd on gpu003 has not the new slurm.conf"
+    finally:
+        back = local_cluster.up()
+        assert back.returncode == 0, back.stdout[-3000:] + back.stderr[-3000:]
 
 
 @pytest.mark.order(21)
@@ -209,20 +292,26 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
         "--converge",
     ]
     lines: list[str] = []
-    configuring = threading.Event()
+    published = threading.Event()
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT) as proc:
 
         def read() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
-                if '"phase_start"' in line and '"configure"' in line:
-                    configuring.set()
+                if "bundles published on" in line:
+                    published.set()
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        assert configuring.wait(300), "up never reached the configure phase"
-        time.sleep(3)
+        assert published.wait(600), "up never published the bundles"
+        # Mid-apply: the node told Slurm it started applying this up's bundle (--converge: it must).
+        for _ in range(120):
+            extra = local_cluster.exec("ctl001", f"scontrol show node -o {victim}").stdout
+            if "state=applying" in extra:
+                break
+            time.sleep(0.5)
+        assert "state=applying" in extra, extra
         subprocess.run(["docker", "stop", "-t", "1", f"clusterctl-local-{victim}"], check=True, capture_output=True)
         proc.wait(timeout=1200)
         reader.join(timeout=10)
@@ -233,6 +322,10 @@ def test_node_stopped_during_up_fails_then_next_up_completes(local_cluster: Loca
     summary = next(e for e in json_events("".join(lines)) if e["kind"] == "summary")
     failed_hosts = {f["host"] for f in summary["data"]["failures"]}
     assert failed_hosts == {victim}, summary["data"]["failures"]
+    (failure,) = summary["data"]["failures"]
+    # Named with its cause as soon as the provider said so, not after the apply timeout.
+    assert "its machine is exited" in failure["message"], failure
+    assert "started applying bundle" in failure["message"], failure
     # The rest were configured: the run went on for them.
     events = json_events("".join(lines))
     others = {e["host"] for e in events if e.get("phase") == "configure" and e["kind"] == "host"} - {victim}
@@ -507,7 +600,7 @@ def _plain(value: object) -> object:
 def test_node_reinstalled_under_its_name_is_gathered_again(local_cluster: LocalCluster) -> None:
     """A machine reinstalled in place has a new machine ID: `up` must not trust the facts cached
     for the old one (here a stale OS release), and gathers them again -- for that node only."""
-    reinstalled, other = "gpu002", "gpu001"
+    reinstalled, other = "login001", "ctl001"
     path, facts = _cached_facts(local_cluster, reinstalled)
     assert _plain(facts["ansible_distribution_release"]) == "bookworm"
     facts["ansible_distribution_release"] = "jammy"
@@ -560,7 +653,12 @@ def test_a_version_bump_rolls_through_the_nodes_and_waits_for_the_running_job(
     assert planned.returncode == 2, planned.stdout[-3000:] + planned.stderr[-3000:]
     listed = [c["detail"]["nodes"] for c in json.loads(planned.stdout)["changes"] if c["kind"] == "roll-batch"]
     assert listed == [["gpu001"], ["gpu002"], ["gpu003"], ["gpu004"]], planned.stdout
-    job = _submit(local_cluster, "-w gpu001 --wrap 'sleep 40'")
+    # The job lasts until the roll drains its node, then a little longer: the batch must wait for it,
+    # however long the steps before it take (at most 5 minutes, should scontrol not answer in the job).
+    drained = "scontrol -o show node gpu001 | grep -q DRAIN"
+    job = _submit(
+        local_cluster, f"-w gpu001 --wrap 'for i in $(seq 150); do {drained} && break; sleep 2; done; sleep 10'"
+    )
     assert _job_state(local_cluster, job, until="RUNNING") == "RUNNING"
 
     rolled = local_cluster.cli("up", str(bumped), *options)

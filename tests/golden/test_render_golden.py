@@ -17,8 +17,11 @@ GOLDEN = Path(__file__).parent
 CASES = {"local": "examples/local.yaml", "onprem-h100-256": "examples/onprem-h100-256.yaml"}
 
 
-# clusterctl's own Slurm module, shipped as it is (tests/unit/slurm checks the copies): not a golden render.
-SHIPPED_CODE = "health/lib"
+# clusterctl's own modules, shipped as they are (tests/unit/slurm and tests/unit/agent check the copies):
+# not a golden render.
+SHIPPED_CODE = ("health/lib", "agent/lib")
+# The pulled bundles: archives of the roles and of files checked above (tests/unit/render/test_bundle.py).
+BUNDLES = "bundles"
 
 
 def _tree(root: Path, *, code: bool = True) -> dict[str, bytes]:
@@ -28,6 +31,7 @@ def _tree(root: Path, *, code: bool = True) -> dict[str, bytes]:
         if p.is_file()
         and p.name != ".clusterctl-manifest"
         and (code or not str(p.relative_to(root)).startswith(SHIPPED_CODE))
+        and not str(p.relative_to(root)).startswith(BUNDLES)
     }
 
 
@@ -43,7 +47,9 @@ def test_render_matches_golden(case: str, tmp_path: Path, monkeypatch: pytest.Mo
     if update_golden:
         shutil.rmtree(expected_dir, ignore_errors=True)
         shutil.copytree(out, expected_dir, ignore=shutil.ignore_patterns(".clusterctl-manifest"))
-        shutil.rmtree(expected_dir / SHIPPED_CODE)
+        for shipped in SHIPPED_CODE:
+            shutil.rmtree(expected_dir / shipped, ignore_errors=True)
+        shutil.rmtree(expected_dir / BUNDLES, ignore_errors=True)
     got, want = _tree(out, code=False), _tree(expected_dir)
     assert sorted(got) == sorted(want), "the set of rendered files changed"
     for path in want:

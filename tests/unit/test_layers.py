@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "base",
         (
             "clusterctl.slurm",
+            "clusterctl.agent",
             "clusterctl.remote",
             "clusterctl.bounded",
             "clusterctl.plain",

@@ -8,6 +8,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from clusterctl.agent.apply import APPLY_LOG
 from clusterctl.app import App
 from clusterctl.commands.common import (
     handle_internal_errors,
@@ -22,6 +23,7 @@ from clusterctl.commands.common import (
 from clusterctl.commands.image import lock_option
 from clusterctl.image.lock import lock_path
 from clusterctl.ops.images import locked_images
+from clusterctl.ops.pull import DEFAULT_APPLY_TIMEOUT_S
 from clusterctl.ops.readiness import partitions_summary
 from clusterctl.ops.retire import DEFAULT_DRAIN_TIMEOUT_S
 from clusterctl.ops.up import UpResult, up
@@ -29,6 +31,7 @@ from clusterctl.pipeline import default_build_dir
 from clusterctl.plan import Plan
 from clusterctl.render import BuildDirError
 from clusterctl.render.inventory import container_name
+from clusterctl.render.pulling import pull_nodes
 from clusterctl.report import document
 from clusterctl.run.ansible import AnsibleSetupError, HostFailure, ensure_collections
 from clusterctl.run.failure_cause import summary_lines
@@ -93,11 +96,16 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
         out.print("[bold red]Failed:[/bold red]")
         for line in summary_lines(failures):
             out.print(line, markup=False)
-        out.print(
-            f"Ansible log: {data['build_dir']}/logs/ansible.log  -- fix the cause and run `clusterctl up` "
-            "again; it continues where it stopped.",
-            markup=False,
-        )
+        pulled = sorted({f.host for f in failures if f.host in {n.hostname for n in pull_nodes(plan)}})
+        if len(pulled) < len({f.host for f in failures}):
+            out.print(f"Ansible log: {data['build_dir']}/logs/ansible.log", markup=False)
+        if pulled:
+            out.print(
+                f"On {', '.join(pulled)} (they configure themselves): `journalctl -u clusterctl-agent` and "
+                f"{APPLY_LOG}.",
+                markup=False,
+            )
+        out.print("Fix the cause and run `clusterctl up` again; it continues where it stopped.", markup=False)
     if data["error"] and not data["failures"] and not data["readiness_problems"]:
         out.print(f"[bold red]error:[/bold red] {escape(data['error'])}")
     for problem in data["readiness_problems"]:
@@ -158,6 +166,13 @@ def _print_summary(app: App, plan: Plan, data: dict[str, Any], failures: list[Ho
     show_default=True,
     help="Seconds to wait for the jobs on nodes leaving the cluster or in an upgrade batch (drained first).",
 )
+@click.option(
+    "--apply-timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_APPLY_TIMEOUT_S,
+    show_default=True,
+    help="Seconds the nodes that configure themselves have, all together, to report their bundle applied.",
+)
 @max_unavailable_option
 @lock_option
 @output_option
@@ -174,6 +189,7 @@ def up_cmd(
     no_image: bool,
     converge: bool,
     drain_timeout: float,
+    apply_timeout: float,
     max_unavailable: int | None,
     lock_file: Path | None,
     output: str,
@@ -228,6 +244,7 @@ def up_cmd(
                 drain_timeout=drain_timeout,
                 stream_ansible=app.verbosity > 0 and not app.json,
                 max_unavailable=max_unavailable,
+                apply_timeout=apply_timeout,
             )
     except (LockedError, StateDirError, BuildDirError) as exc:
         app.abort(str(exc), 1)

@@ -18,7 +18,10 @@ profiles whose roles read it:
   (:func:`role_install_files`);
 - ``versions``: the pins (``clusterctl_versions.<key>``) those files and plays read;
 - ``vars``: the other inventory variables they read, projected onto the profile, except the
-  cluster's own data (:data:`CLUSTER_DATA`) and the node's place (:data:`NODE_HOST_VARS`).
+  cluster's own data (:data:`CLUSTER_DATA`) and the node's place (:data:`NODE_HOST_VARS`);
+- ``engine``: for a profile whose nodes configure themselves, the versions of the agent's engine
+  layer baked into the image (``clusterctl.run.engine``), so a node made from it fetches only the
+  roles and its files.
 
 So the NVIDIA driver's pin enters the hash of a profile whose nodes are in ``gpu`` (site.yml
 applies the GPU roles there) and no other: not a CPU-only profile's, and not an emulated-GPU
@@ -46,6 +49,8 @@ from clusterctl.image import IMAGE_FORMAT
 from clusterctl.paths import roles_dir
 from clusterctl.plan.models import Plan, PlanNode
 from clusterctl.render.inventory import group_vars, inventory
+from clusterctl.render.pulling import pulls
+from clusterctl.run.engine import engine_key, used_collections
 
 BUILDER_HOSTNAME = "clusterctl-image"
 """The builder's inventory name (and its container's host name): no node of any cluster."""
@@ -552,6 +557,12 @@ def profile_hash(
         elif name in builder.host_vars:
             variables[name] = _compact(builder.host_vars[name])
 
+    # The nodes of a profile that configure themselves find the agent's engine in their image.
+    engine = (
+        engine_key(used_collections([root]))
+        if any(pulls(plan, n) for n in plan.nodes if n.hardware == profile and not n.burst)
+        else None
+    )
     inputs: dict[str, Any] = {
         "format": IMAGE_FORMAT,
         "os": plan.cluster.os,
@@ -563,6 +574,7 @@ def profile_hash(
         "roles": role_digests,
         "versions": read,
         "vars": variables,
+        **({"engine": engine} if engine else {}),
     }
     # The role digests are full sha256 in the hash; the inputs the lock keeps are short.
     digest = _digest(inputs)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import time
 
+from clusterctl.agent.apply import STATE_DIR
 from clusterctl.image import IMAGE_FORMAT, LABEL_ARCH, LABEL_FORMAT, LABEL_HASH, LABEL_OS, LABEL_PROFILE
 from clusterctl.image.build import BuildJob, FoundImage, ImageBuildError, InstallRunner, failure_message
 from clusterctl.image.drift import DPKG_QUERY, installed_packages
 from clusterctl.image.hash import BUILDER_HOSTNAME, ImageHash, host_arch
 from clusterctl.image.lock import LockedImage
 from clusterctl.run.docker import docker, inspect
+from clusterctl.run.engine import engine_layer
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError
 from clusterctl.run.providers.local import DEFAULT_IMAGE, SYSTEMD_FLAGS, ensure_engine_and_image, wait_booted
@@ -76,6 +78,21 @@ def builder_name(image: ImageHash) -> str:
     return f"clusterctl-image-{image.short}"
 
 
+def _bake_engine(name: str) -> None:
+    """Unpack the agent's engine layer where a node's agent keeps its layers, by digest: it never fetches it."""
+    from clusterctl.run.executor import DockerExecutor
+
+    layer = engine_layer()
+    target = f"{STATE_DIR}/layers/{layer.digest}"
+    command = (
+        f"set -e; rm -rf {target}.unpacking; mkdir -p {target}.unpacking; "
+        f"tar -xz --no-same-owner -C {target}.unpacking; mv {target}.unpacking {target}"
+    )
+    rc, out, err = DockerExecutor({name: name}).send(name, command, layer.data, 300)
+    if rc != 0:
+        raise ImageBuildError(f"baking the agent's engine into {name} failed: {(err or out).strip()[-500:]}")
+
+
 class LocalImageTarget:
     """Docker images for the local provider (see the module docstring)."""
 
@@ -128,6 +145,8 @@ class LocalImageTarget:
             if not result.succeeded:
                 raise ImageBuildError(failure_message(job.builder.profile, result))
             events.host(PHASE, job.builder.profile, "ok", f"install stage in {time.monotonic() - started:.0f} s")
+            if image.inputs.get("engine"):
+                _bake_engine(name)
             listed = docker("exec", name, "bash", "-c", DPKG_QUERY, timeout=120).stdout
             packages = installed_packages(listed, name, ProviderError)
             docker("exec", name, "bash", "-c", CLEANUP, timeout=300)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterctl import __version__
+from clusterctl.agent.digest import DIGEST_COMMAND
 from clusterctl.image.hash import collections_hash, roles_hash
 from clusterctl.paths import collections_dir
 from clusterctl.remote import Executor, run_many
@@ -35,17 +36,9 @@ from clusterctl.run.ansible import REQUIRED_COLLECTIONS, AnsibleSetupError, coll
 STATE_KEY = "converged"
 DIGEST_TIMEOUT_S = 60.0
 # Build-directory entries the configure stage does not read: its own log, and the command line
-# ansible-runner records there on each run (made of the extravars' paths, which count below).
-_NOT_INPUT = frozenset({"logs", "ansible/env/cmdline"})
-# A fixed command: nothing from the spec or the node reaches it. User sessions come and go
-# without anything the roles manage changing, so their units are left out.
-DIGEST_COMMAND = r"""{
-cat /etc/machine-id; uname -r
-find /etc /usr/local /opt /var/lib/dpkg/status -xdev -printf '%p\t%y\t%s\t%T@\t%m\t%U\t%G\t%l\n' 2>/dev/null \
-  | LC_ALL=C sort
-systemctl list-units --type=service,timer,socket,mount --state=active --no-legend --plain 2>/dev/null \
-  | awk '$1 !~ /^(user@|user-runtime-dir@|session-|run-user-)/ {print $1, $4}' | LC_ALL=C sort
-} | sha256sum | cut -c1-64"""
+# ansible-runner records there on each run (made of the extravars' paths, which count below), and
+# the bundles the nodes pull (ops/pull.py publishes them; no pushed role reads them).
+_NOT_INPUT = frozenset({"logs", "ansible/env/cmdline", "bundles"})
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Quick readiness checks after configuration (not the acceptance suite of ``clusterctl verify``).
 
-Slurm nodes in service with the planned GRES, the topology loaded, munge working on every node,
-exporters answering and Prometheus seeing every target. Slurm's states are taken as they are: a
+Slurm nodes in service with the planned GRES (one ``scontrol show node -o``), the topology loaded,
+munge working on the nodes clusterctl pushed (a node that configures itself proved it with the
+munge-signed report it gave Slurm, and its slurmd with its registration), exporters answering and
+Prometheus seeing every target (one query): no connection per compute node. Slurm's states are taken as they are: a
 node an admin drained, or one ``verify`` drained, is reported as a note, never undone and never
 a failure of ``up``; it still has to be registered with its planned GRES.
 """
@@ -16,6 +18,7 @@ from clusterctl.bounded import json_document
 from clusterctl.hostlist import expand
 from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
+from clusterctl.render.pulling import pulls
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import Executor
 from clusterctl.slurm.client import Slurm, SlurmError
@@ -113,9 +116,9 @@ def check_topology(plan: Plan, remote: Executor, result: Readiness) -> None:
 
 
 def check_munge(plan: Plan, remote: Executor, result: Readiness) -> None:
-    """munge encodes and decodes on every (non-burst) node."""
+    """munge encodes and decodes on every pushed node (the pulling ones reported to Slurm through munge)."""
     for node in plan.nodes:
-        if node.burst or node.replaced_by:
+        if node.burst or node.replaced_by or pulls(plan, node):
             continue
         _, out, err = remote.run(node.hostname, "munge -n | unmunge | grep -c 'STATUS: *Success'", 30)
         if out.strip() != "1":

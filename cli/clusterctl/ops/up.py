@@ -6,7 +6,7 @@ Commands wire it to the terminal; tests and benchmarks call it directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,26 +14,41 @@ from pathlib import Path
 from clusterctl.catalog.compat import SLURM_RECONFIGURE_NODES, at_least
 from clusterctl.image.lock import LockedImage
 from clusterctl.image.stage import baked_hosts, write_stage_inventory
-from clusterctl.ops import converged
+from clusterctl.ops import converged, pull
+from clusterctl.ops.pull import PullError
 from clusterctl.ops.readiness import Readiness, check_cluster
 from clusterctl.ops.retire import DEFAULT_DRAIN_TIMEOUT_S, RetireError, drain_and_wait, leaving
-from clusterctl.ops.upgrade import REBOOT_FOR, VERSIONS_KEY, Roll, changed_versions, rolling_nodes, rolls
+from clusterctl.ops.upgrade import (
+    REBOOT_FOR,
+    VERSIONS_KEY,
+    Roll,
+    changed_versions,
+    progress_done,
+    rolling_nodes,
+    rolls,
+)
 from clusterctl.pipeline import Validated, render
 from clusterctl.plan import Plan
 from clusterctl.plan.models import PlanNode
 from clusterctl.plan.service import applied, read_swaps, spec_roles
-from clusterctl.run.ansible import ConfigureResult, forget_facts, merged, run_playbook
+from clusterctl.remote import Sender
+from clusterctl.render import bundle
+from clusterctl.render.bundle import Layer
+from clusterctl.render.pulling import pull_nodes
+from clusterctl.run.ansible import AnsibleSetupError, ConfigureResult, forget_facts, merged, run_playbook
 from clusterctl.run.burst_bundle import burst_extravars
+from clusterctl.run.engine import engine_layer
 from clusterctl.run.events import EventBus
 from clusterctl.run.executor import Executor, executor_for
 from clusterctl.run.failure_cause import with_causes
 from clusterctl.run.providers import ProvisionedHost, for_kind
-from clusterctl.run.sshkeys import ensure_heal_key
+from clusterctl.run.sshkeys import ensure_heal_key, ensure_host_keys
 from clusterctl.run.state import SWAPS_KEY, StateDir
+from clusterctl.slurm.client import Slurm, SlurmError
+from clusterctl.slurm.nodes import SlurmNode
 from clusterctl.slurm.reasons import REMOVE
 
-# Secrets and their sizes: munge wants 1024 random bytes (mungekey's default).
-MUNGE_KEY = ("munge.key", 1024, True, 0o400)
+# Secrets and their sizes (the munge key's are run.state's MUNGE_KEY).
 DBD_PASSWORD = ("slurmdbd_password", 24, False, 0o600)
 
 
@@ -66,7 +81,7 @@ class UpResult:
 
 def secrets_extravars(state: StateDir) -> dict[str, str]:
     """Paths (never contents) of the cluster's secrets, generated once, for the roles."""
-    munge = state.secret_file(MUNGE_KEY[0], MUNGE_KEY[1], binary=MUNGE_KEY[2], mode=MUNGE_KEY[3])
+    munge = state.munge_key()
     dbd = state.secret_file(DBD_PASSWORD[0], DBD_PASSWORD[1], binary=DBD_PASSWORD[2], mode=DBD_PASSWORD[3])
     return {
         "munge_key_file": str(munge.resolve()),
@@ -102,6 +117,7 @@ class UpOptions:
         drain_timeout: Seconds to wait for the jobs on leaving nodes and upgrade batches.
         stream_ansible: Ansible's output to stdout too, not only the build directory's log.
         max_unavailable: Nodes per rolling-upgrade batch (ops/upgrade.py).
+        apply_timeout: Seconds every pulling node has, all together, to report its bundle applied.
     """
 
     out_dir: Path | None = None
@@ -111,6 +127,7 @@ class UpOptions:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_S
     stream_ansible: bool = False
     max_unavailable: int | None = None
+    apply_timeout: float = pull.DEFAULT_APPLY_TIMEOUT_S
 
 
 @dataclass
@@ -124,7 +141,11 @@ class UpRun:
     result: UpResult
     recorded: dict[str, str] = field(default_factory=dict)
     inputs: str = ""
+    # The nodes the control machine configures (pushed), and those that configure themselves (pulled).
     configured: list[str] = field(default_factory=list)
+    pulled: list[str] = field(default_factory=list)
+    # The slurm role's slurm_config_change_action when this run must restart the daemons ("" otherwise).
+    slurm_action: str = ""
     provider: object | None = None
 
     @property
@@ -158,6 +179,7 @@ def up(
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT_S,
     stream_ansible: bool = False,
     max_unavailable: int | None = None,
+    apply_timeout: float = pull.DEFAULT_APPLY_TIMEOUT_S,
 ) -> UpResult:
     """Bring the cluster to the plan: render, provision, configure, readiness. The caller holds the state lock.
 
@@ -166,7 +188,7 @@ def up(
     (ops/retire.py); when the pinned versions changed since the last converge, the compute nodes in
     service roll in batches (ops/upgrade.py). Options: :class:`UpOptions`.
     """
-    options = UpOptions(out_dir, yes, images, converge, drain_timeout, stream_ansible, max_unavailable)
+    options = UpOptions(out_dir, yes, images, converge, drain_timeout, stream_ansible, max_unavailable, apply_timeout)
     plan = validated.plan
     if plan.baremetal is not None and images:
         # Machines of a profile with a locked bare-metal archive boot it: their PXE entries are rendered for it.
@@ -255,21 +277,38 @@ def provision_phase(run: UpRun) -> bool:
 
 
 def configure_phase(run: UpRun) -> bool:
-    """Run the configure stage (or check that nothing changed), rolling upgraded pins through the nodes."""
+    """Run the configure stage (or check that nothing changed), rolling upgraded pins through the nodes.
+
+    The controllers and login nodes (and compute nodes of providers that do not deliver the agent)
+    are pushed with Ansible first; then every pulling node is told its bundle and ``up`` waits for
+    their reports (ops/pull.py).
+    """
     plan, state, events, result = run.plan, run.state, run.events, run.result
     events.phase("configure")
-    inputs_vars = secrets_extravars(state) | burst_extravars(plan, result.build_dir, state.path)
+    inputs_vars = (
+        secrets_extravars(state)
+        | burst_extravars(plan, result.build_dir, state.path)
+        | heal_known_hosts_vars(plan, state)
+    )
     # A one-off instruction for this run, not an input of the converged state: left out of the fingerprint
     # (else the run after the one that joined the nodes would not match), and it always runs the roles.
     action = slurm_change_action(plan, state)
+    run.slurm_action = action.get("slurm_config_change_action", "")
     extravars = inputs_vars | action
     # Burst nodes exist only while Slurm has them powered up; `clusterctl burst resume` configures them
     # (with the configuration current at that moment), so `up` leaves the burst group alone.
     # A node a spare replaced is out of service (often unreachable) until `clusterctl node return`.
     out = [n.hostname for n in plan.nodes if n.replaced_by]
-    excluded = [*(["!burst"] if any(n.burst for n in plan.nodes) else []), *(f"!{h}" for h in out)]
+    provisioned = [h.hostname for h in result.hosts if h.hostname not in out]
+    pulling = {n.hostname for n in pull_nodes(plan)}
+    run.pulled = [h for h in provisioned if h in pulling]
+    excluded = [
+        *(["!burst"] if any(n.burst for n in plan.nodes) else []),
+        *(f"!{h}" for h in out),
+        *(f"!{h}" for h in run.pulled),
+    ]
     limit = ["all", *excluded] if excluded else None
-    run.configured = [h.hostname for h in result.hosts if h.hostname not in out]
+    run.configured = [h for h in provisioned if h not in pulling]
     run.inputs = converged.fingerprint(result.build_dir, inputs_vars, limit)
     executor = run.executor()
     before = state.read()
@@ -279,19 +318,15 @@ def configure_phase(run: UpRun) -> bool:
         if run.options.converge or action or rolling
         else converged.check(before.get(converged.STATE_KEY), run.inputs, run.configured, executor)
     )
-    if unchanged is not None and unchanged.unchanged:
-        result.configure = ConfigureResult(status="skipped", rc=0)
-        result.converge_skipped = unchanged.reason
-        if not before.get(VERSIONS_KEY):
-            # The rendered files hold the pins, so nodes that match the last converge run these versions.
-            state.update(**{VERSIONS_KEY: dict(plan.cluster.versions)})
-        events.phase_done("configure", "ok", f"skipped: {unchanged.reason} (`up --converge` runs the roles anyway)")
-        return True
-    if unchanged is not None:
+    pushed = unchanged is None or not unchanged.unchanged
+    if unchanged is not None and not pushed:
+        events.info(f"pushed nodes: {unchanged.reason}", phase="configure")
+    elif unchanged is not None:
         events.info(f"configure stage runs: {unchanged.reason}", phase="configure")
-    state.update(**{converged.STATE_KEY: None})
+    if pushed:
+        state.update(**{converged.STATE_KEY: None})
 
-    def converge_hosts(hosts: list[str] | None) -> ConfigureResult:
+    def push(hosts: list[str] | None) -> ConfigureResult:
         return run_playbook(
             result.build_dir,
             state.path,
@@ -301,19 +336,30 @@ def configure_phase(run: UpRun) -> bool:
             stream=run.options.stream_ansible,
         )
 
-    cfg, stopped = _configure(
-        plan,
-        state,
-        executor,
-        events,
-        converge_hosts,
-        limit,
-        rolling,
-        run.options.max_unavailable,
-        run.options.drain_timeout,
-        rebooting=_rebooting(run.provider, plan, result.build_dir, state, events),
-    )
+    puller = _Puller(run, executor)
+    try:
+        cfg, stopped = _configure(
+            plan,
+            state,
+            executor,
+            events,
+            push if pushed else None,
+            puller.converge,
+            limit,
+            rolling,
+            run.pulled,
+            run.options.max_unavailable,
+            run.options.drain_timeout,
+            rebooting=_rebooting(run.provider, plan, result.build_dir, state, events),
+        )
+    except PullError as exc:
+        return run.fail("configure", str(exc))
     result.configure = cfg
+    if not pushed and cfg.succeeded and cfg.changed_total == 0:
+        result.converge_skipped = (
+            f"all {len(run.configured) + len(run.pulled)} nodes as the last converge left them "
+            f"({len(run.configured)} checked by clusterctl, {len(run.pulled)} by their agents)"
+        )
     if cfg.succeeded and not stopped:
         state.update(slurm_nodes_changed=False, **{VERSIONS_KEY: dict(plan.cluster.versions)})
     state.update(
@@ -325,18 +371,35 @@ def configure_phase(run: UpRun) -> bool:
             "seconds": round(cfg.seconds, 1),
         },
     )
-    events.phase_done(
-        "configure",
-        "ok" if cfg.succeeded and not stopped else "failed",
-        f"{cfg.changed_total} changed task(s)" + (f"; rolling upgrade stopped: {stopped}" if stopped else ""),
-        changed=cfg.changed_total,
-    )
+    done = f"{cfg.changed_total} changed task(s)" + (f"; rolling upgrade stopped: {stopped}" if stopped else "")
+    if result.converge_skipped:
+        done = f"nothing changed: {result.converge_skipped}"
+    events.phase_done("configure", "ok" if cfg.succeeded and not stopped else "failed", done, changed=cfg.changed_total)
     if stopped or not cfg.succeeded:
         cfg.failures = with_causes(cfg.failures, executor)
         hosts = ", ".join(sorted({f.host for f in cfg.failures})) or "unknown host"
         result.error = f"the rolling upgrade stopped: {stopped}" if stopped else f"configuration failed on {hosts}"
         return False
     return True
+
+
+def heal_known_hosts_vars(plan: Plan, state: StateDir) -> dict[str, str]:
+    """The heal timer's known_hosts, written once from the host keys clusterctl generated for the compute nodes.
+
+    One file for the controller (slurm_scripts' ``known_hosts`` entry point copies it), never a
+    key read from each node.
+    """
+    if plan.slurm.heal_interval_s is None:
+        return {}
+    compute = [n.hostname for n in plan.nodes if n.role == "compute" and not n.burst]
+    keys = ensure_host_keys(state.path, compute)
+    text = "".join(f"{host} {' '.join(keys[host].public.split()[:2])}\n" for host in compute)
+    path = state.path / "heal_known_hosts"
+    if not path.is_file() or path.read_text() != text:
+        temporary = path.with_name(".heal_known_hosts.tmp")
+        temporary.write_text(text)
+        temporary.replace(path)
+    return {"slurm_scripts_heal_known_hosts_file": str(path.resolve())}
 
 
 def readiness_phase(run: UpRun) -> bool:
@@ -363,33 +426,60 @@ def _configure(
     state: StateDir,
     executor: Executor,
     events: EventBus,
-    converge_hosts: Callable[[list[str] | None], ConfigureResult],
+    push: Callable[[list[str] | None], ConfigureResult] | None,
+    pull: Callable[[set[str]], ConfigureResult],
     limit: list[str] | None,
     rolling: list[PlanNode],
+    pulled: Sequence[str],
     max_unavailable: int | None,
     drain_timeout: float,
     rebooting: Callable[[list[str]], AbstractContextManager[list[str]]] | None = None,
 ) -> tuple[ConfigureResult, str]:
-    """Run the configure stage: at once, or, with ``rolling`` nodes, the others first and then a rolling upgrade.
+    """The configure stage: the pushed nodes, then the pulling ones; with ``rolling`` nodes, those in batches.
 
-    Returns the runs' result (merged) and why the roll stopped ("" when it did not).
+    ``push(hosts)`` runs the playbook (``None``: over ``limit``); it is None when the pushed nodes are
+    as the last converge left them. ``pull(hold)`` tells every pulling node its bundle, those in
+    ``hold`` the one they were last told, and waits for their reports. Returns the runs' result
+    (merged) and why the roll stopped ("" when it did not).
+
+    Raises:
+        PullError: The bundles could not be published.
     """
+    runs: list[ConfigureResult] = []
     if not rolling:
-        return converge_hosts(None), ""
+        if push is not None:
+            runs.append(push(None))
+            if not runs[-1].succeeded:
+                return runs[-1], ""
+        runs.append(pull(set()))
+        return merged(runs), ""
     changed = changed_versions(state.read().get(VERSIONS_KEY), plan.cluster.versions)
     pins = ", ".join(f"{name} {was or '-'} -> {now or '-'}" for name, (was, now) in changed.items())
     events.info(
         f"pinned versions changed ({pins or 'an interrupted upgrade'}): {len(rolling)} compute node(s) roll in batches",
         phase="configure",
     )
-    first = converge_hosts([*(limit or ["all"]), *(f"!{n.hostname}" for n in rolling)])
-    if not first.succeeded:
-        return first, ""
-    runs = [first]
+    rolling_names = {n.hostname for n in rolling}
+    pushed_rolling = sorted(rolling_names - set(pulled))
+    if push is not None:
+        runs.append(push([*(limit or ["all"]), *(f"!{h}" for h in pushed_rolling)]))
+        if not runs[-1].succeeded:
+            return runs[-1], ""
+    done = set(progress_done(state.read(), plan))
+    runs.append(pull(rolling_names - done))
+    if not runs[-1].succeeded:
+        return merged(runs), ""
 
     def converge_batch(hosts: list[str]) -> ConfigureResult:
-        runs.append(converge_hosts(hosts))
-        return runs[-1]
+        done.update(hosts)
+        batch: list[ConfigureResult] = []
+        pushed_hosts = [h for h in hosts if h not in pulled]
+        if pushed_hosts and push is not None:
+            batch.append(push(pushed_hosts))
+        if any(h in pulled for h in hosts):
+            batch.append(pull(rolling_names - done))
+        runs.extend(batch)
+        return merged(batch) if batch else ConfigureResult(status="successful", rc=0)
 
     roll = Roll(
         plan,
@@ -413,6 +503,98 @@ def _rebooting(
     if method is None:
         return None
     return lambda hosts: method(plan, build_dir, state.path, hosts, events)
+
+
+class _Puller:
+    """Publishes the pulling nodes' pointers and waits for their reports, for one ``up``."""
+
+    def __init__(self, run: UpRun, executor: Executor) -> None:
+        self.run = run
+        self.executor = executor
+        self.engine: Layer | None = None
+
+    def _layer(self, digest: str) -> bytes:
+        if self.engine is not None and digest == self.engine.digest:
+            return self.engine.data
+        return (self.run.result.build_dir / bundle.LAYERS_DIR / f"{digest}.tar.gz").read_bytes()
+
+    def converge(self, hold: set[str]) -> ConfigureResult:
+        """Tell every pulling node its bundle (``hold``: at the one it was last told) and wait for them."""
+        run = self.run
+        plan, state, events = run.plan, run.state, run.events
+        nodes = pull_nodes(plan)
+        if not nodes:
+            return ConfigureResult(status="successful", rc=0)
+        if not isinstance(self.executor, Sender):
+            raise PullError("the controller cannot be given the bundles: its executor takes no input")
+        if self.engine is None:
+            try:
+                self.engine = engine_layer()
+            except AnsibleSetupError as exc:
+                raise PullError(str(exc)) from None
+        saved = state.read()
+        previous = saved.get(pull.STATE_KEY) or {}
+        generation = pull.next_generation(int(previous.get("generation") or 0))
+        stages = {h: "configure" for h in run.result.baked}
+        held = pull.held_layers(previous, hold)
+        items = pull.assignments(plan, run.result.build_dir, self.engine.digest, stages, held)
+        munge = state.munge_key().read_bytes()
+        controller = plan.slurm.controllers[0]
+        facts = heal_public_key(state)
+        if run.slurm_action:
+            # Nodes joined or left and this Slurm needs every slurmd restarted: the pulling nodes do it too.
+            facts["clusterctl_slurm_config_change_action"] = run.slurm_action
+        try:
+            summary = pull.publish(
+                self.executor,
+                controller,
+                plan,
+                munge,
+                generation,
+                items,
+                self._layer,
+                force=run.options.converge,
+                extra_facts=facts,
+            )
+        except OSError as exc:
+            raise PullError(f"a layer of the build directory cannot be read: {exc}") from None
+        state.update(**{pull.STATE_KEY: pull.record(generation, items)})
+        sent = int(summary.get("layers") or 0)
+        events.info(
+            f"bundles published on {controller}: {len(items)} pointer(s), {sent} new layer(s); "
+            f"waiting for {len(run.pulled)} node(s)",
+            phase="configure",
+        )
+        slurm = Slurm(self.executor, controller, timeout_s=30)
+
+        def read() -> dict[str, SlurmNode]:
+            try:
+                return {n.name: n for n in slurm.nodes()}
+            except SlurmError:
+                return {}
+
+        machines = None
+        if plan.cluster.provider == "local":
+            provider = for_kind(plan.cluster.provider)
+
+            def machines() -> Mapping[str, str]:
+                return provider.status(plan, state.path)
+
+        waited = pull.wait(read, run.pulled, generation, events, timeout=run.options.apply_timeout, machines=machines)
+        return ConfigureResult(
+            status="successful" if waited.succeeded else "failed",
+            rc=0 if waited.succeeded else 2,
+            changed={h: r.changed for h, r in waited.reports.items() if r.state == "ok"},
+            ok={h: 1 for h, r in waited.reports.items() if r.state == "ok"},
+            failures=waited.failures,
+            seconds=waited.seconds,
+        )
+
+
+def heal_public_key(state: StateDir) -> dict[str, str]:
+    """The heal key's public half, for the compute nodes' authorized_keys (the private half stays on the controller)."""
+    path = ensure_heal_key(state.path).with_suffix(".pub")
+    return {"clusterctl_heal_public_key": path.read_text().strip()}
 
 
 def _forget_dropped_swaps(plan: Plan, state: StateDir) -> None:

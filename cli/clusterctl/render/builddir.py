@@ -135,7 +135,7 @@ def write_tree(files: Sequence[RenderedFile], out_dir: Path) -> list[str]:
             if tree.remove(stale):
                 changed.append(stale)
         for item in files:
-            if tree.write(wanted[item.path], item.text.encode(), item.mode):
+            if tree.write(wanted[item.path], item.content(), item.mode):
                 changed.append(item.path)
         if previous != current:
             tree.write_manifest(current)

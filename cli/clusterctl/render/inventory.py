@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from clusterctl.plan.models import Plan, PlanNode
+from clusterctl.render.pulling import pull_nodes
 
 # Ansible forks: one per node up to this cap; beyond it the controller's CPU and SSH
 # connection setup dominate (see README, "Scaling").
@@ -45,7 +46,8 @@ def host_container(cluster: str, hostname: str) -> str:
     return f"clusterctl-{cluster}-{hostname}"
 
 
-def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
+def host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
+    """The host variables of ``node`` in the rendered inventory."""
     host: dict[str, Any] = {
         "clusterctl_address": node.address,
         "clusterctl_group": node.group,
@@ -79,6 +81,11 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
         ]
     if node.storage_netdevs:
         host["clusterctl_storage_netdevs"] = list(node.storage_netdevs)
+    placement = next((p for p in plan.fabric.opensm if p.host == node.hostname), None)
+    if placement is not None:
+        host["clusterctl_opensm_priority"] = placement.priority
+        if placement.port:
+            host["clusterctl_opensm_port"] = placement.port
     provider = plan.cluster.provider
     if provider == "local" or (node.burst and node.emulated):
         host["ansible_connection"] = "community.docker.docker"
@@ -91,35 +98,32 @@ def _host_vars(plan: Plan, node: PlanNode) -> dict[str, Any]:
     return host
 
 
+def host_groups(plan: Plan, node: PlanNode) -> list[str]:
+    """The inventory groups ``node`` is in (opensm placement aside): its role, node group, rack, GPUs, burst."""
+    groups = [node.role, f"group_{_safe(node.group)}", f"rack_{_safe(node.rack)}"]
+    if node.gpus:
+        groups.append("emulated_gpu" if node.emulated else "gpu")
+    # NCCL needs no GPU: emulated GPU nodes get it where the CUDA repository is mirrored (roles/site.yml).
+    if node.gpus and node.emulated and plan.cluster.cuda_repo:
+        groups.append("nccl_userspace")
+    if node.burst:
+        groups.append("burst")
+    elif node.role == "compute":
+        groups.append("static_compute")
+    # The subnet manager's hosts (fabric.opensm_hosts), and nowhere else: roles/rdma runs opensm there.
+    if any(p.host == node.hostname for p in plan.fabric.opensm):
+        groups.append("opensm")
+    return groups
+
+
 def inventory(plan: Plan) -> dict[str, Any]:
     """The inventory (hosts.yml) for ``plan``."""
     children: dict[str, dict[str, Any]] = {}
-
-    def add(group: str, node: PlanNode) -> None:
-        children.setdefault(group, {"hosts": {}})["hosts"][node.hostname] = None
-
     hosts: dict[str, Any] = {}
     for node in plan.nodes:
-        hosts[node.hostname] = _host_vars(plan, node)
-        add(node.role, node)
-        add(f"group_{_safe(node.group)}", node)
-        add(f"rack_{_safe(node.rack)}", node)
-        if node.gpus:
-            add("emulated_gpu" if node.emulated else "gpu", node)
-        # NCCL needs no GPU: emulated GPU nodes get it where the CUDA repository is mirrored (roles/site.yml).
-        if node.gpus and node.emulated and plan.cluster.cuda_repo:
-            add("nccl_userspace", node)
-        if node.burst:
-            add("burst", node)
-        elif node.role == "compute":
-            add("static_compute", node)
-    # The subnet manager's hosts (fabric.opensm_hosts), and nowhere else: roles/rdma runs opensm there.
-    for placement in plan.fabric.opensm:
-        node = next(n for n in plan.nodes if n.hostname == placement.host)
-        add("opensm", node)
-        hosts[node.hostname]["clusterctl_opensm_priority"] = placement.priority
-        if placement.port:
-            hosts[node.hostname]["clusterctl_opensm_port"] = placement.port
+        hosts[node.hostname] = host_vars(plan, node)
+        for group in host_groups(plan, node):
+            children.setdefault(group, {"hosts": {}})["hosts"][node.hostname] = None
     for group in STANDARD_GROUPS:
         children.setdefault(group, {"hosts": {}})
     return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
@@ -154,6 +158,8 @@ def group_vars(plan: Plan) -> dict[str, Any]:
             "dcgm_exporter": bool(plan.monitoring.dcgm_exporter_targets),
         },
         "clusterctl_burst_groups": [b.group for b in plan.slurm.burst],
+        # The controllers serve the bundles of the nodes that configure themselves (roles/bundle_server).
+        "clusterctl_bundle_server": bool(pull_nodes(plan)),
         "clusterctl_slurm_health_check": plan.slurm.health_check_program is not None,
         "clusterctl_slurm_heal_timer": plan.slurm.heal_interval_s is not None,
         "clusterctl_slurm_dcgm_epilog": plan.slurm.dcgm_epilog,

@@ -16,22 +16,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clusterctl.plan.models import Plan
-from clusterctl.remote import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, run_many
+from clusterctl.remote import NOT_FOUND_RC, TIMEOUT_RC, UNREACHABLE_RC, Executor, Sender, run_many
 from clusterctl.render.inventory import container_name
 from clusterctl.run.sshopts import SshAccess, SshAccessError, SshEndpoint, client_key_path, load_access, ssh_command
 
 _DOCKER_DAEMON_ERROR = "Error response from daemon"
 
 
-def _completed(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+def _completed(argv: Sequence[str], timeout: float, data: bytes | None = None) -> tuple[int, str, str]:
+    """Run ``argv`` (with ``data`` on its stdin, else none); never raises for a timeout or a missing program."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        if data is None:
+            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+            return done.returncode, done.stdout, done.stderr
+        raw = subprocess.run(list(argv), input=data, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return TIMEOUT_RC, out, f"timed out after {timeout:g} s"
     except FileNotFoundError:
         return NOT_FOUND_RC, "", f"{argv[0]}: command not found on this machine"
-    return done.returncode, done.stdout, done.stderr
+    return raw.returncode, raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
 
 
 class DockerExecutor:
@@ -52,7 +56,15 @@ class DockerExecutor:
         container = self.containers.get(host)
         if container is None:
             return UNREACHABLE_RC, "", f"{host} is not a container of this cluster"
-        rc, out, err = _completed([self.docker, "exec", container, "bash", "-c", command], timeout)
+        return self.send(host, command, None, timeout)
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        """Run ``command`` with ``data`` on its stdin (``docker exec -i``)."""
+        container = self.containers.get(host)
+        if container is None:
+            return UNREACHABLE_RC, "", f"{host} is not a container of this cluster"
+        interactive = ["-i"] if data is not None else []
+        rc, out, err = _completed([self.docker, "exec", *interactive, container, "bash", "-c", command], timeout, data)
         # docker's own failures (no such container, not running) are not the command's.
         if rc != 0 and err.startswith(_DOCKER_DAEMON_ERROR):
             return UNREACHABLE_RC, out, err
@@ -102,13 +114,17 @@ class SshExecutor:
 
     def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
         """Run ``command`` on ``host`` over SSH."""
+        return self.send(host, command, None, timeout)
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        """Run ``command`` on ``host`` over SSH with ``data`` on its stdin."""
         if host not in self.targets:
             return UNREACHABLE_RC, "", f"{host} has no recorded SSH address; run `clusterctl up` first"
         try:
             argv = self.argv(host, command)
         except SshAccessError as exc:
             return UNREACHABLE_RC, "", f"{host}: {exc}"
-        return _completed(argv, timeout)
+        return _completed(argv, timeout, data)
 
 
 class UnreachableExecutor:
@@ -121,6 +137,10 @@ class UnreachableExecutor:
     def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
         """Refuse to run ``command``: there is no checked way to reach ``host``."""
         return UNREACHABLE_RC, "", f"{host}: {self.reason}"
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        """Refuse as :meth:`run` does."""
+        return self.run(host, command, timeout)
 
 
 class RoutingExecutor:
@@ -136,6 +156,13 @@ class RoutingExecutor:
         if route is None:
             return UNREACHABLE_RC, "", f"{host} is not a node of this cluster"
         return route.run(host, command, timeout)
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        """Run ``command`` with ``data`` on its stdin through the executor of ``host``."""
+        route = self.routes.get(host)
+        if route is None or not isinstance(route, Sender):
+            return UNREACHABLE_RC, "", f"{host} is not a node of this cluster that takes input"
+        return route.send(host, command, data, timeout)
 
 
 def _burst_cloud_routes(plan: Plan, state_dir: Path) -> dict[str, Executor]:
@@ -204,6 +231,7 @@ __all__ = [
     "DockerExecutor",
     "Executor",
     "RoutingExecutor",
+    "Sender",
     "SshExecutor",
     "UnreachableExecutor",
     "executor_for",

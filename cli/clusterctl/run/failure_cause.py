@@ -1,127 +1,82 @@
 """The cause of a failed task, as the node tells it: what `up`'s summary prints under the failure.
 
-Ansible's message says what failed ("Unable to restart service prometheus: Job for
-prometheus.service failed ... See systemctl status"), not why. The why is on the node: apt's own
-``E:`` lines in the task's output, or the unit's journal for a service that did not start or
-reload. Both are read here, a few lines each, so the user does not have to log in to find them.
-Everything read from a node is shown as text: control characters are escaped, lines are cut.
+The reading itself (apt's ``E:`` lines, the failed unit's journal) is ``clusterctl.agent.cause``,
+which a pulling node's agent runs on itself; here the control machine asks a pushed node through
+its executor. Everything read from a node is shown as text: control characters are escaped,
+lines are cut.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from clusterctl.agent.cause import (
+    APT_ACTIONS,
+    APT_UPDATE_COMMAND,
+    APT_UPDATE_TIMEOUT_S,
+    JOURNAL_LINES,
+    JOURNAL_TIMEOUT_S,
+    MAX_CHARS,
+    MAX_LINES,
+    SERVICE_ACTIONS,
+    apt_errors,
+    cause,
+    journal_cause,
+    journal_command,
+    shown,
+    unit_of,
+)
 from clusterctl.remote import Executor
 from clusterctl.run.ansible import HostFailure
 
-MAX_LINES = 3
-MAX_CHARS = 240
-JOURNAL_LINES = 40
-JOURNAL_TIMEOUT_S = 15.0
 # The failures whose cause is looked up (the summary shows no more).
 MAX_FAILURES = 4
-APT_UPDATE_COMMAND = "LC_ALL=C apt-get update -q 2>&1 | tail -n 40"
-APT_UPDATE_TIMEOUT_S = 90.0
 
-SERVICE_ACTIONS = frozenset(
-    {"systemd", "systemd_service", "service", "ansible.builtin.systemd", "ansible.builtin.systemd_service"}
-    | {"ansible.builtin.service"}
-)
-APT_ACTIONS = frozenset({"apt", "package", "ansible.builtin.apt", "ansible.builtin.package"})
-
-# apt-get's stderr has one error a line ("E: Unable to locate package x"); python-apt's, which the
-# apt module shows when the cache update fails, joins them with ", " ("W:..., E:Failed to fetch ...").
-# An unreachable source is only a warning to apt-get ("W: Failed to fetch ..."), so those count too.
-_APT_ERROR = re.compile(r"(?:^|, |: )(?P<error>(?:E|Err:\d+|W(?=: ?Failed)) ?:?\s?.+?)(?=, [WE]:|$)", re.MULTILINE)
-_UNIT_IN_MESSAGE = re.compile(
-    r"Job for (?P<job>[\w@.:-]+?\.(?:service|socket|mount|timer)) failed"
-    r"|Unable to (?:start|stop|restart|reload) service (?P<service>[\w@.:-]+)"
-)
-_UNIT_NAME = re.compile(r"^[\w@.:-]{1,200}$")
-_JOURNAL_PROBLEM = re.compile(
-    r"fail|error|not found|no such|denied|cannot|can't|unable|invalid|refus|fatal|timed out", re.IGNORECASE
-)
-# systemd's own summary of a failed job: true, but says nothing of why.
-_GENERIC = re.compile(
-    r"Failed with result|Failed to start|Reload failed for|Control process exited|Main process exited"
-)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def shown(text: str) -> str:
-    """One line of a node's output as the terminal may show it: controls escaped, cut to length."""
-    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.strip())
-    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 3] + "..."
-
-
-def apt_errors(output: str) -> list[str]:
-    """apt's own error lines (``E: ...``, ``Err:N ...``), each once, the last ``MAX_LINES``."""
-    seen: dict[str, None] = {}
-    for found in _APT_ERROR.finditer(output):
-        seen.setdefault(shown(found.group("error")))
-    return list(seen)[-MAX_LINES:]
+__all__ = [
+    "APT_ACTIONS",
+    "APT_UPDATE_COMMAND",
+    "APT_UPDATE_TIMEOUT_S",
+    "JOURNAL_LINES",
+    "JOURNAL_TIMEOUT_S",
+    "MAX_CHARS",
+    "MAX_FAILURES",
+    "MAX_LINES",
+    "SERVICE_ACTIONS",
+    "apt_errors",
+    "cause_of",
+    "failed_unit",
+    "journal_cause",
+    "journal_command",
+    "shown",
+    "summary_lines",
+    "with_causes",
+]
 
 
 def failed_unit(failure: HostFailure) -> str | None:
     """The systemd unit a failed service task was about (its ``name``, or the one its message names)."""
-    if failure.unit and _UNIT_NAME.match(failure.unit):
-        return failure.unit
-    found = _UNIT_IN_MESSAGE.search(failure.message)
-    if found:
-        return found.group("job") or found.group("service")
-    return None
-
-
-def journal_command(unit: str) -> str:
-    """The unit's last journal lines, messages only."""
-    return f"journalctl --no-pager --output=cat --lines={JOURNAL_LINES} --unit={shlex.quote(unit)}"
-
-
-def journal_cause(output: str) -> list[str]:
-    """The journal lines that say why the unit failed: the specific ones first ("Failed to locate
-    executable ...", a daemon's own error), then systemd's generic last word ("Failed to start ...")
-    if there is room; each line once, the latest occurrence; else the last lines."""
-    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("-- ")]
-    latest: dict[str, int] = {}
-    for index, line in enumerate(lines):
-        if _JOURNAL_PROBLEM.search(line):
-            latest[line] = index
-    ordered = sorted(latest, key=latest.__getitem__)
-    specific = [line for line in ordered if not _GENERIC.search(line)]
-    generic = [line for line in ordered if _GENERIC.search(line)]
-    chosen = specific[-MAX_LINES:]
-    chosen += generic[len(generic) - (MAX_LINES - len(chosen)) :] if len(chosen) < MAX_LINES and generic else []
-    return [shown(line) for line in chosen or lines[-MAX_LINES:]]
+    return unit_of(failure.unit, failure.message)
 
 
 def cause_of(failure: HostFailure, executor: Executor) -> tuple[str, ...]:
     """What the node says about ``failure``: apt's errors, or the failed unit's journal."""
     if failure.unreachable:
         return ()
-    if failure.action in APT_ACTIONS or (not failure.action and "apt" in failure.message):
-        errors = apt_errors("\n".join((failure.detail, failure.message)))
-        if errors:
-            return tuple(errors)
-        # python-apt may fail the cache update with no text at all ("Failed to update apt cache after
-        # 5 retries: "): ask apt-get itself, which is what the task was doing anyway.
-        rc, out, err = executor.run(failure.host, APT_UPDATE_COMMAND, APT_UPDATE_TIMEOUT_S)
-        return tuple(apt_errors(out + "\n" + err))
-    unit = failed_unit(failure) if failure.action in SERVICE_ACTIONS or "systemctl" in failure.message else None
-    if unit is None:
-        return ()
-    rc, out, _err = executor.run(failure.host, journal_command(unit), JOURNAL_TIMEOUT_S)
-    if rc != 0:
-        return ()
-    return tuple(f"{unit}: {line}" for line in journal_cause(out))
+    return cause(
+        failure.action,
+        failure.message,
+        failure.detail,
+        failure.unit,
+        lambda command, timeout: executor.run(failure.host, command, timeout),
+    )
 
 
 def with_causes(failures: Sequence[HostFailure], executor: Executor) -> list[HostFailure]:
-    """``failures`` with the cause of the first ``MAX_FAILURES`` read from their nodes."""
+    """``failures`` with the cause of the first ``MAX_FAILURES`` read from their nodes (a failure that
+    already carries its cause, as a pulling node reports it, keeps it)."""
     return [
-        replace(failure, cause=cause_of(failure, executor)) if index < MAX_FAILURES else failure
+        replace(failure, cause=cause_of(failure, executor)) if index < MAX_FAILURES and not failure.cause else failure
         for index, failure in enumerate(failures)
     ]
 
@@ -133,7 +88,11 @@ def summary_lines(failures: Iterable[HostFailure]) -> list[str]:
     for failure in failures[:MAX_FAILURES]:
         kind = "unreachable" if failure.unreachable else "failed"
         first = (failure.message.strip().splitlines() or [""])[0]
-        lines.append(f"  {failure.host}: {kind} in task '{failure.task}': {shown(first)}")
+        if failure.task:
+            lines.append(f"  {failure.host}: {kind} in task '{failure.task}': {shown(first)}")
+        else:
+            # A node that configures itself and did not say it applied its bundle.
+            lines.append(f"  {failure.host}: did not apply its configuration: {shown(first)}")
         lines.extend(f"    on {failure.host}: {line}" for line in failure.cause)
     if len(failures) > MAX_FAILURES:
         lines.append(f"  ({len(failures) - MAX_FAILURES} more failure(s) in the Ansible log)")

@@ -321,6 +321,10 @@ SWAPS_KEY = "spares"
 """state.json's list of spares put in service (plan/service.py)."""
 
 
+# The cluster's munge key: 1024 random bytes (mungekey's default), 0400.
+MUNGE_KEY = ("munge.key", 1024, True, 0o400)
+
+
 class StateDir:
     """``<root>/<cluster>/`` and what lives in it."""
 
@@ -435,6 +439,20 @@ class StateDir:
         ensure_private_dir(self.secrets_dir, base=self.path)
         data = secrets.token_bytes(nbytes) if binary else secrets.token_urlsafe(nbytes).encode()
         return ensure_secret(self.secrets_dir / name, data, mode)
+
+    def munge_key(self) -> Path:
+        """The cluster's munge key (generated once).
+
+        Raises:
+            StateDirError: as :meth:`secret_file`.
+        """
+        name, size, binary, mode = MUNGE_KEY
+        return self.secret_file(name, size, binary=binary, mode=mode)
+
+    @classmethod
+    def at(cls, path: Path) -> StateDir:
+        """The state directory whose path (``<root>/<cluster>``) is ``path``."""
+        return cls(path.parent, path.name)
 
     def remove(self) -> None:
         """Delete the state directory (after ``down``), never following a link out of it.

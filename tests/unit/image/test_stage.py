@@ -93,14 +93,21 @@ def test_up_passes_locked_images_and_stages(tmp_path: Path, monkeypatch: pytest.
         seen["stages"] = _stage_vars(build_dir)
         return ConfigureResult(status="successful", rc=0)
 
+    def pull(self: Any, hold: set[str]) -> ConfigureResult:
+        # The pulling nodes are told their stage in their pointer (tests/unit/ops/test_pull.py publishes for real).
+        seen["pull stages"] = {h: "configure" for h in self.run.result.baked if h in self.run.pulled}
+        return ConfigureResult(status="successful", rc=0)
+
     monkeypatch.setattr(orchestrate, "for_kind", for_kind)
     monkeypatch.setattr(orchestrate, "run_playbook", run_playbook)
+    monkeypatch.setattr(orchestrate._Puller, "converge", pull)
     monkeypatch.setattr(orchestrate, "check_cluster", lambda *a: Readiness())
     images = {"small": locked("small", SMALL), "emu-h100": locked("emu-h100", EMU)}
     result = orchestrate.up(validated, state, EventBus(), out_dir=tmp_path / "build", images=images)
     assert result.ok, result.error
     assert seen["images"] == images
     assert seen["stages"] == {"ctl001": {"clusterctl_stage": "configure"}, "gpu001": {"clusterctl_stage": "configure"}}
+    assert seen["pull stages"] == {"gpu001": "configure"}
     assert result.baked == ["ctl001", "gpu001"]
 
 
@@ -126,10 +133,26 @@ def test_local_provider_makes_each_node_from_its_profiles_image(monkeypatch: pyt
     monkeypatch.setattr(local_provider, "engine_available", lambda: True)
     monkeypatch.setattr(local_provider, "ensure_engine_and_image", lambda image, events: None)
     monkeypatch.setattr(local_provider, "_ensure_network", lambda plan: "net")
+    agents: list[str] = []
+    monkeypatch.setattr(
+        local_provider, "pull_bootstrap", lambda *a: lambda node, container: agents.append(node.hostname)
+    )
     hosts = local_provider.LocalProvider(images).provision(plan, Path("b"), Path("s"), yes=True, events=EventBus())
+    # The compute nodes, made now, got their agent (tests/e2e: through docker exec); the others are pushed.
+    assert sorted(agents) == [n.hostname for n in plan.nodes if n.role == "compute"]
     made = {r[r.index("--hostname") + 1]: r[-2] for r in runs}
     assert made["gpu001"] == images["emu-h100"]
     assert made["ctl001"] == local_provider.DEFAULT_IMAGE
     by_name = {h.hostname: h.image_hash for h in hosts}
     assert by_name["gpu001"] == EMU
     assert by_name["ctl001"] is None
+
+
+def test_a_pulling_profiles_image_carries_the_agents_engine() -> None:
+    """The local example's GPU nodes pull: their image bakes the engine (its versions are in the hash);
+    the controller's and login node's profile does not."""
+    from clusterctl.image.hash import profile_hash
+
+    plan = load_and_validate(EXAMPLES / "local.yaml").plan
+    assert "engine" in profile_hash(plan, "emu-h100").inputs
+    assert "engine" not in profile_hash(plan, "small").inputs

@@ -230,18 +230,27 @@ def test_a_driver_change_reboots_real_nodes_through_slurm_and_resumes_them_after
 
 
 def test_up_converges_the_other_nodes_first_then_rolls(state: StateDir) -> None:
+    """The pushed nodes first, then the pulling nodes told the new bundle one batch at a time: the
+    nodes still to roll are held at the bundle they had (and a batch is drained when it gets its own)."""
     cluster = Cluster(PLAN)
-    runs: list[list[str] | None] = []
+    pushed: list[list[str] | None] = []
+    holds: list[list[str]] = []
 
-    def converge_hosts(hosts: list[str] | None) -> ConfigureResult:
-        runs.append(hosts)
-        return cluster.converge(hosts) if hosts and not hosts[0].startswith("all") else ConfigureResult("ok", 0)
+    def push(hosts: list[str] | None) -> ConfigureResult:
+        pushed.append(hosts)
+        return ConfigureResult("ok", 0)
+
+    def pull(hold: set[str]) -> ConfigureResult:
+        holds.append(sorted(hold))
+        now = sorted(set(GPUS) - hold - {h for batch in holds[:-1] for h in set(GPUS) - set(batch)})
+        return cluster.converge(now) if now else ConfigureResult("ok", 0)
 
     result, stopped = _configure(
-        PLAN, state, cluster.executor, EventBus(), converge_hosts, None, _nodes(PLAN, GPUS), None, 600
+        PLAN, state, cluster.executor, EventBus(), push, pull, None, _nodes(PLAN, GPUS), GPUS, None, 600
     )
     assert stopped == ""
-    assert runs == [["all", "!gpu001", "!gpu002", "!gpu003", "!gpu004"], ["gpu001"], ["gpu002"], ["gpu003"], ["gpu004"]]
+    assert pushed == [["all"]]
+    assert holds == [GPUS, GPUS[1:], GPUS[2:], GPUS[3:], []]
     assert result.changed == dict.fromkeys(GPUS, 2)
 
 

@@ -82,7 +82,9 @@ def test_burst_nodes_are_cloud_nodes_and_static_ones_are_not(burst_render: Path)
     assert re.search(r"^SuspendExcNodes=ctl001,login001,gpu-a\[001-002\]$", conf, re.MULTILINE)
     assert re.search(r"^PartitionName=burst .*SuspendTime=60 ", conf, re.MULTILINE)
     assert re.search(r"^ResumeTimeout=600$", conf, re.MULTILINE)
-    assert re.search(r"^SlurmctldParameters=cloud_reg_addrs$", conf, re.MULTILINE), "22.05: a failed resume stays DOWN"
+    assert re.search(r"^SlurmctldParameters=enable_configless,cloud_reg_addrs$", conf, re.MULTILINE), (
+        "22.05: a failed resume stays DOWN"
+    )
     assert re.search(r"^TreeWidth=65533$", conf, re.MULTILINE)
 
 
@@ -97,7 +99,9 @@ def test_suspend_exc_states_only_where_slurm_knows_it(tmp_path: Path, burst_rend
     out, _ = render(load_and_validate(mutated(tmp_path, newer, base=BURST)), tmp_path / "build")
     conf = (out / "slurm" / "slurm.conf").read_text()
     assert re.search(r"^SuspendExcStates=down,drain$", conf, re.MULTILINE)
-    assert re.search(r"^SlurmctldParameters=idle_on_node_suspend,cloud_reg_addrs$", conf, re.MULTILINE)
+    assert re.search(
+        r"^SlurmctldParameters=enable_configless,idle_on_node_suspend,cloud_reg_addrs$", conf, re.MULTILINE
+    )
 
 
 def test_burst_gres_is_explicit_and_burst_switch_has_no_shared_parent(burst_render: Path) -> None:

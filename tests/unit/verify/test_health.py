@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from tests.conftest import EXAMPLES
+from tests.shipped_slurm import slurm_tool
 
 from clusterctl.pipeline import load_and_validate
 from clusterctl.render import render_files
@@ -124,16 +124,7 @@ def _node(
         f'echo "$*" >> {root}/scontrol.log\n',
     )
     # clusterctl's Slurm module as the render ships it, on the standard library alone.
-    for path, (text, _) in _files(plan).items():
-        if path.startswith("health/lib/"):
-            target = root / path.removeprefix("health/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-    code = (
-        f"import sys; sys.path.insert(0, {str(root / 'lib')!r}); "
-        "from clusterctl.slurm.__main__ import main; sys.exit(main(sys.argv[1:]))"
-    )
-    _stub(root, "clusterctl-slurm", f'exec {sys.executable} -I -S -c "{code}" "$@"\n')
+    slurm_tool(root, plan)
     _stub(root / "bin", "nvidia-smi", "".join(f"echo {i}\n" for i in range(gpus_seen)))
     _stub(root / "bin", "logger", "exit 0\n")
     (root / "driver").write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Mar  4 2025\n")
@@ -291,3 +282,18 @@ def _local_conf(tmp_path: Path) -> Path:
     path = tmp_path / "local.conf"
     path.write_text(_files(LOCAL)["health/health.conf"][0])
     return path
+
+
+def test_a_pulled_bundles_wildcard_line_checks_any_node_of_its_kind(tmp_path: Path) -> None:
+    """A bundle's health.conf has one ``node *`` line for all its nodes; a node's own line still wins."""
+    node = _node(tmp_path, LOCAL, "gpu002")
+    conf = tmp_path / "bundle.conf"
+    conf.write_text("driver_pin 570.133.20\nnode * 8 devices - -\nnode gpu009 0 none - -\n")
+
+    checked = node.run(HEALTHCHECK, CLUSTERCTL_HEALTH_CONF=str(conf))
+    own_line = node.run(HEALTHCHECK, CLUSTERCTL_HEALTH_CONF=str(conf), CLUSTERCTL_HEALTH_HOST="gpu009")
+
+    assert checked.returncode == 1
+    assert node.scontrol_log[-1].endswith(f"reason=clusterctl-health: gpus: 0 of 8 GPU devices in {tmp_path}/dev")
+    assert own_line.returncode == 0
+    assert "not in" not in own_line.stderr

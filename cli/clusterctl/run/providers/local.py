@@ -11,17 +11,23 @@ import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from clusterctl.paths import data_root
 from clusterctl.plan import Plan, PlanNode
 from clusterctl.render.inventory import container_name, host_container
+from clusterctl.render.pulling import pulls
 from clusterctl.run.ansible import forget_facts
 from clusterctl.run.docker import LABEL_HASH, DockerError, docker, engine_available, inspect, labelled
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.base import ProviderError, ProvisionedHost
+from clusterctl.run.sshkeys import ensure_host_keys
+from clusterctl.run.state import StateDir
+
+# (node, container) -> None: puts the agent, its settings and the node's secrets on a pulling node.
+Bootstrap = Callable[[PlanNode, str], None]
 
 LABEL = "clusterctl.cluster"
 DEFAULT_IMAGE = "local/debian:bookworm"
@@ -186,6 +192,37 @@ def _report_fresh_boot(name: str) -> None:
     docker("exec", name, "sh", "-c", f"printf '%s' '{SLURMD_FRESH_BOOT}' > /etc/default/slurmd")
 
 
+def _has_agent(plan: Plan, node: PlanNode) -> bool:
+    result = docker(
+        "exec", container_name(plan, node), "systemctl", "is-enabled", "--quiet", "clusterctl-agent", check=False
+    )
+    return result.returncode == 0
+
+
+def pull_bootstrap(
+    plan: Plan, build_dir: Path, state_dir: Path, munge_key: Callable[[], bytes] | None = None
+) -> Bootstrap:
+    """The bootstrap of pulling nodes through ``docker exec`` (run.pull_bootstrap says what it puts there).
+
+    The munge key is the state directory's (``munge_key`` reads another: the controller's own, for
+    a burst node); each node's host key is generated once into ``state_dir`` and kept.
+    """
+    from clusterctl.run import pull_bootstrap as setup
+    from clusterctl.run.executor import DockerExecutor
+
+    def bootstrap(node: PlanNode, container: str) -> None:
+        key = munge_key() if munge_key is not None else StateDir.at(state_dir).munge_key().read_bytes()
+        host_key = ensure_host_keys(state_dir, [node.hostname])[node.hostname]
+        data = setup.payload(plan, node, build_dir, key, host_key)
+        rc, out, err = DockerExecutor({node.hostname: container}).send(node.hostname, setup.COMMAND, data, 120)
+        if rc != 0:
+            raise ProviderError(
+                f"{node.hostname}: setting up its configuration agent failed: {(err or out).strip()[-500:]}"
+            )
+
+    return bootstrap
+
+
 def image_hash_of(name: str) -> str | None:
     """The content hash of the baked image container ``name`` was made from (None: a plain image)."""
     info = inspect("container", name)
@@ -204,13 +241,18 @@ class LocalProvider:
     def provision(
         self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
     ) -> list[ProvisionedHost]:
-        """Create or start one container per (non-burst) node, in parallel, and wait for systemd."""
+        """Create or start one container per (non-burst) node, in parallel, and wait for systemd.
+
+        A compute node gets its agent, the munge key and its generated host key at once (the
+        docker channel), and configures itself from the controller's bundles.
+        """
         image = node_image(plan)
         if not engine_available() or any(n.hardware not in self.images for n in plan.nodes if not n.burst):
             ensure_engine_and_image(image, events)
         network = _ensure_network(plan)
         nodes = [n for n in plan.nodes if not n.burst]
-        return self.start_nodes(plan, nodes, network, image, events, state_dir=state_dir)
+        setup = pull_bootstrap(plan, build_dir, state_dir) if any(pulls(plan, n) for n in nodes) else None
+        return self.start_nodes(plan, nodes, network, image, events, state_dir=state_dir, bootstrap=setup)
 
     def start_nodes(
         self,
@@ -221,8 +263,12 @@ class LocalProvider:
         events: EventBus,
         *,
         state_dir: Path | None = None,
+        bootstrap: Bootstrap | None = None,
     ) -> list[ProvisionedHost]:
-        """Start ``nodes`` (also used to resume burst nodes); a created container's cached facts are dropped."""
+        """Start ``nodes`` (also used to resume burst nodes); a created container's cached facts are dropped.
+
+        ``bootstrap`` sets up the agent of each pulling node that was created or started now, or lacks it.
+        """
 
         def one(node: PlanNode) -> ProvisionedHost:
             events.host(PHASE, node.hostname, "running", "starting container")
@@ -235,6 +281,8 @@ class LocalProvider:
                 wait_booted(container_name(plan, node))
                 if node.burst:
                     _report_fresh_boot(container_name(plan, node))
+                if bootstrap is not None and pulls(plan, node) and (what != "running" or not _has_agent(plan, node)):
+                    bootstrap(node, container_name(plan, node))
             except DockerError as exc:
                 events.host(PHASE, node.hostname, "failed", str(exc))
                 raise
