@@ -72,7 +72,8 @@ def test_render_is_deterministic(case: str, tmp_path: Path, monkeypatch: pytest.
 def test_every_file_says_it_is_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO_ROOT)
     out, _ = render(load_and_validate(CASES["onprem-h100-256"]), tmp_path / "o")
-    for path, data in _tree(out).items():
+    # The shipped code is clusterctl's own modules, copied as they are (tests/unit/render checks them).
+    for path, data in _tree(out, code=False).items():
         if path == "plan.json":
             continue
         head = "\n".join(data.decode().splitlines()[:3])

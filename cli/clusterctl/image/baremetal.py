@@ -88,6 +88,8 @@ INITRAMFS_FILES = {
 }
 # What the boot script runs in the initramfs that busybox also has (busybox's would not do).
 INITRAMFS_TOOLS = ("tar", "gzip", "zstd", "sfdisk", "mke2fs", "mkfs.fat", "blkid")
+# And the modules it loads for an installed UEFI machine (its EFI system partition, GRUB's boot entry).
+INITRAMFS_MODULES = ("vfat", "efivarfs")
 NETWORK_UNIT = "/etc/systemd/network/20-clusterctl-dhcp.network"
 NETWORK = "[Match]\nType=ether\n\n[Network]\nDHCP=yes\n"
 _APT_TIMEOUT_S = 1800
@@ -156,6 +158,10 @@ def boot_layer_script(os: str, with_headers: bool) -> str:
         '    if [ ! -f "$root$real" ] || cmp -s "$root$real" "$root/usr/bin/busybox"; then\n'
         '      echo "clusterctl: $initrd has no $tool of its own (busybox\'s or none)" >&2; exit 1\n'
         "    fi\n"
+        "  done\n"
+        f"  for module in {' '.join(INITRAMFS_MODULES)}; do\n"
+        '    find "$root/usr/lib/modules" -name "$module.ko*" | grep -q . ||\n'
+        '      { echo "clusterctl: $initrd lacks the $module module" >&2; exit 1; }\n'
         "  done\n"
         '  rm -rf "$unpacked"\n'
         "done\n"

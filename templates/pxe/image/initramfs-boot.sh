@@ -160,6 +160,7 @@ clusterctl_install_bootloader() {
 		>"${rootmnt}/etc/fstab"
 	if [ -n "$CLUSTERCTL_ESP" ]; then
 		mkdir -p "${rootmnt}/boot/efi"
+		modprobe -q vfat || true # busybox's mount loads no module
 		mount -t vfat "$CLUSTERCTL_ESP" "${rootmnt}/boot/efi" || clusterctl_fail "could not mount $CLUSTERCTL_ESP"
 		printf 'UUID=%s /boot/efi vfat umask=0077 0 1\n' "$(blkid -s UUID -o value "$CLUSTERCTL_ESP")" \
 			>>"${rootmnt}/etc/fstab"
@@ -169,6 +170,7 @@ clusterctl_install_bootloader() {
 	done
 	if [ -n "$CLUSTERCTL_ESP" ]; then
 		if [ -d /sys/firmware/efi/efivars ]; then
+			modprobe -q efivarfs || true
 			mount -t efivarfs efivarfs "${rootmnt}/sys/firmware/efi/efivars" 2>/dev/null || true
 			chroot "${rootmnt}" grub-install --target=x86_64-efi --efi-directory=/boot/efi \
 				--bootloader-id=clusterctl || clusterctl_fail "grub-install (EFI) failed"

@@ -35,4 +35,7 @@ for name in tar zstd gzip sfdisk mke2fs mkfs.fat blkid; do
 	rm -f "${DESTDIR:?}$path" "${DESTDIR:?}$real"
 	copy_exec "$real" "$path"
 done
+# The install mode's EFI system partition (FAT, and the code pages it names file names with) and
+# the EFI variables grub-install writes its boot entry to: modules none of MODULES=most brings.
+manual_add_modules vfat nls_cp437 nls_ascii nls_utf8 efivarfs
 exit 0
