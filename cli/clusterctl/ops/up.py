@@ -351,6 +351,7 @@ def configure_phase(run: UpRun) -> bool:
             run.options.max_unavailable,
             run.options.drain_timeout,
             rebooting=_rebooting(run.provider, plan, result.build_dir, state, events),
+            restore=_restore(run.provider, plan, result.build_dir, state, events),
         )
     except PullError as exc:
         return run.fail("configure", str(exc))
@@ -434,6 +435,7 @@ def _configure(
     max_unavailable: int | None,
     drain_timeout: float,
     rebooting: Callable[[list[str]], AbstractContextManager[list[str]]] | None = None,
+    restore: Callable[[list[str]], None] | None = None,
 ) -> tuple[ConfigureResult, str]:
     """The configure stage: the pushed nodes, then the pulling ones; with ``rolling`` nodes, those in batches.
 
@@ -490,6 +492,7 @@ def _configure(
         reboot=bool(REBOOT_FOR & set(changed)),
         drain_timeout=drain_timeout,
         rebooting=rebooting,
+        restore=restore,
     )
     rolled = roll.run(rolling, max_unavailable)
     return merged(runs), rolled.stopped
@@ -500,6 +503,16 @@ def _rebooting(
 ) -> Callable[[list[str]], AbstractContextManager[list[str]]] | None:
     """The provider's context around a reboot (run/providers/baremetal.py has one), bound to this run."""
     method = getattr(provider, "rebooting", None)
+    if method is None:
+        return None
+    return lambda hosts: method(plan, build_dir, state.path, hosts, events)
+
+
+def _restore(
+    provider: object, plan: Plan, build_dir: Path, state: StateDir, events: EventBus
+) -> Callable[[list[str]], None] | None:
+    """The provider's setup of nodes that rebooted from RAM (a pulling node's agent), bound to this run."""
+    method = getattr(provider, "bootstrap", None)
     if method is None:
         return None
     return lambda hosts: method(plan, build_dir, state.path, hosts, events)

@@ -129,6 +129,8 @@ class Roll:
     # Around a reboot: the nodes that come back without their configuration (bare metal running from
     # RAM); the context serves what they need to boot (the provider's, e.g. their host keys).
     rebooting: Callable[[list[str]], AbstractContextManager[list[str]]] | None = None
+    # Puts back on such nodes what their provider gave them at provisioning (a pulling node's agent).
+    restore: Callable[[list[str]], None] | None = None
 
     @property
     def slurm(self) -> Slurm:
@@ -213,6 +215,8 @@ class Roll:
             f"{', '.join(hosts)} rebooted from RAM without their configuration: the configure stage runs there again",
             phase=PHASE,
         )
+        if self.restore is not None:
+            self.restore(hosts)
         done = self.converge(hosts)
         if not done.succeeded:
             return f"configuring {', '.join(hosts)} again after the reboot failed; they stay drained ({REASON})"

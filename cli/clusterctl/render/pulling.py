@@ -1,8 +1,9 @@
 """Which nodes configure themselves from a bundle (pull) and which the control machine configures (push).
 
 A compute node pulls when its provider delivers the agent, its settings and the munge key at
-provisioning (``PULL_PROVIDERS``); every other node is pushed with Ansible, as are the
-controllers and login nodes everywhere.
+provisioning (``PULL_PROVIDERS``: the local provider through ``docker exec``, bare metal over SSH
+to the node that presented its generated host key); every other node is pushed with Ansible, as
+are the controllers and login nodes everywhere.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from clusterctl.plan.models import Plan, PlanNode
 
 # Providers whose machines get the agent, its settings and the munge key at provisioning.
-PULL_PROVIDERS = frozenset({"local"})
+PULL_PROVIDERS = frozenset({"local", "baremetal"})
 
 
 def pulls(plan: Plan, node: PlanNode) -> bool:

@@ -1,11 +1,12 @@
 """What a provider puts on a pulling node at provisioning: the agent, its settings and the node's secrets.
 
-Through the provider's own channel only (``docker exec`` for the local provider, which only root
-on this machine can use), never through the bundle server: the munge key (the agent verifies its
-pointers with a key derived from it, the munge role installs it) and the node's SSH host key,
-which clusterctl generated and pins (the heal timer's known_hosts is written from it). The rest
-is the agent's code, its command and unit from the build directory, and its settings (the
-cluster, the node's name, the bundle servers). One tar, unpacked as root, then the agent started.
+Through the provider's own channel only (``docker exec`` for the local provider, which only root on
+this machine can use; SSH with the pinned host key for bare metal), never through the bundle server:
+the munge key (the agent verifies its pointers with a key derived from it, the munge role installs
+it) and the node's SSH host key, which clusterctl generated and pins (the heal timer's known_hosts
+is written from it). The rest is the agent's code, its command and unit from the build directory,
+and its settings (the cluster, the node's name, the bundle servers). One tar, unpacked as root, then
+the agent started.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from clusterctl.pipeline import load_and_validate
 from clusterctl.render.health import HEALTHCHECK_PATH
 from clusterctl.run.ansible import ConfigureResult, HostFailure, merged
 from clusterctl.run.events import Event, EventBus
+from clusterctl.run.providers.base import ProviderError
 from clusterctl.run.state import StateDir
 from clusterctl.verify.base import launcher_host
 from tests.conftest import EXAMPLES
@@ -310,7 +311,10 @@ def test_nodes_that_reboot_from_ram_are_configured_again_before_slurm_takes_them
         yield [h for h in hosts if h != "gpu002"]  # gpu002 is installed: it keeps its configuration
         around.append("stopped")
 
-    roll, seen = _roll(cluster, state, reboot=True, rebooting=rebooting)
+    def restore(hosts: list[str]) -> None:
+        cluster.log.append(f"agent {','.join(hosts)}")
+
+    roll, seen = _roll(cluster, state, reboot=True, rebooting=rebooting, restore=restore)
     assert roll.run(_nodes(ONPREM, ["gpu001", "gpu002"]), 2).ok
     assert around == ["serving gpu001,gpu002", "stopped"]
     assert cluster.log == [
@@ -319,6 +323,7 @@ def test_nodes_that_reboot_from_ram_are_configured_again_before_slurm_takes_them
         "converge gpu001,gpu002",
         "reboot gpu001",
         "reboot gpu002",
+        "agent gpu001",  # what its provider gave it at provisioning (a pulling node's agent), before it converges
         "converge gpu001",
         "health gpu001",
         "health gpu002",
@@ -340,4 +345,25 @@ def test_a_node_that_does_not_come_back_from_ram_stops_the_roll(tmp_path: Path) 
     roll, _ = _roll(cluster, state, reboot=True, rebooting=rebooting)
     result = roll.run(_nodes(ONPREM, ["gpu001"]), 1)
     assert result.stopped == "gpu001 did not answer over SSH within 1800 s of the reboot"
+    assert "resume gpu001" not in cluster.log
+
+
+def test_a_node_whose_agent_cannot_be_put_back_after_the_reboot_stays_drained(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state", ONPREM.cluster.name)
+    state.write({VERSIONS_KEY: dict(ONPREM.cluster.versions) | {"nvidia_driver": "550.127.08"}})
+    cluster = FromRam(ONPREM)
+
+    @contextlib.contextmanager
+    def rebooting(hosts: list[str]):
+        yield hosts
+
+    def restore(hosts: list[str]) -> None:
+        raise ProviderError("gpu001: setting up its configuration agent failed: no space left on device")
+
+    roll, _ = _roll(cluster, state, reboot=True, rebooting=rebooting, restore=restore)
+    result = roll.run(_nodes(ONPREM, ["gpu001"]), 1)
+    assert result.stopped == (
+        "rebooting gpu001: gpu001: setting up its configuration agent failed: no space left on device"
+    )
+    assert "converge gpu001" not in cluster.log[cluster.log.index("reboot gpu001") :]
     assert "resume gpu001" not in cluster.log

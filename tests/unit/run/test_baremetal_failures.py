@@ -208,3 +208,63 @@ def test_an_sshd_still_starting_is_asked_again_another_key_is_final(monkeypatch:
     monkeypatch.setattr(redfish_provider, "check_host_key", other)
     with pytest.raises(NodeNotReadyError, match="presents the SSH host key"):
         redfish_provider._wait_until_ready(Client(), props)  # type: ignore[arg-type]
+
+
+class _Nodes:
+    """SSH to the machines, scripted: which have their agent, which refuse the payload; what was sent."""
+
+    def __init__(self, with_agent: set[str], refusing: set[str]) -> None:
+        self.with_agent, self.refusing = with_agent, refusing
+        self.checked: list[str] = []
+        self.sent: dict[str, bytes] = {}
+
+    def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
+        self.checked.append(host)
+        return (0 if host in self.with_agent else 1), "", ""
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        if host in self.refusing:
+            return 1, "", "tar: /etc: Read-only file system\x1b[2J"
+        self.sent[host] = data or b""
+        return 0, "", ""
+
+
+def test_pulling_machines_get_their_agent_and_munge_key_over_pinned_ssh_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import json
+    import tarfile
+
+    from clusterctl.render.pulling import pulls
+    from clusterctl.run import executor as executor_module
+    from clusterctl.run.state import StateDir
+
+    build, _ = render(VALIDATED, tmp_path / "build")
+    state = tmp_path / "state"
+    computes = [n.hostname for n in PLAN.nodes if pulls(PLAN, n)][:3]
+    assert computes
+    assert not pulls(PLAN, next(n for n in PLAN.nodes if n.role == "controller"))
+    nodes = _Nodes(with_agent={computes[0]}, refusing=set())
+    monkeypatch.setattr(executor_module, "executor_for", lambda plan, state_dir: nodes)
+
+    BaremetalProvider().bootstrap(PLAN, build, state, [*computes, "ctl001"], EventBus())
+
+    assert sorted(nodes.checked) == sorted(computes)  # the controller is pushed: nothing asked of it
+    assert sorted(nodes.sent) == sorted(computes[1:])  # the one with its agent is left alone
+    with tarfile.open(fileobj=io.BytesIO(nodes.sent[computes[1]])) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert members["etc/clusterctl/agent/munge.key"] == StateDir.at(state).munge_key().read_bytes()
+    assert json.loads(members["etc/clusterctl/agent/agent.json"])["node"] == computes[1]
+    assert members["etc/ssh/ssh_host_ed25519_key.pub"].decode().strip() == (
+        ensure_host_keys(state, [computes[1]])[computes[1]].public.strip()
+    )
+
+    failing = _Nodes(with_agent=set(), refusing={computes[2]})
+    monkeypatch.setattr(executor_module, "executor_for", lambda plan, state_dir: failing)
+    with pytest.raises(ProviderError) as caught:
+        BaremetalProvider().bootstrap(PLAN, build, state, computes, EventBus())
+    assert f"{computes[2]}: setting up its configuration agent failed: tar: /etc: Read-only file system" in str(
+        caught.value
+    )
+    assert "\x1b" not in str(caught.value)

@@ -21,12 +21,15 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 from clusterctl.plan.models import BaremetalPlan, Plan
 from clusterctl.render.builddir import BuildDirError, write_run_file
+from clusterctl.render.pulling import pulls
+from clusterctl.run import pull_bootstrap
 from clusterctl.run.events import EventBus
 from clusterctl.run.failure_cause import shown
 from clusterctl.run.hostkey_server import HostKeyGrant, HostKeyServerError, ServeLog, serving_host_keys
@@ -46,6 +49,7 @@ from clusterctl.run.pulumi import (
 )
 from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
 from clusterctl.run.sshkeys import HOST_KEYS_DIR, KeyPair, ensure_client_key, ensure_host_keys
+from clusterctl.run.state import StateDir
 
 # serving_host_keys' signature: (bind, grants, *, on_event) -> context manager yielding the ServeLog.
 ServeHostKeys = Callable[..., AbstractContextManager[ServeLog]]
@@ -337,7 +341,48 @@ class BaremetalProvider:
             **build_inventory(build_dir, state_dir),
             private_key=key_path,
         )
+        self.bootstrap(plan, build_dir, state_dir, [h.hostname for h in hosts], events)
         return hosts
+
+    def bootstrap(self, plan: Plan, build_dir: Path, state_dir: Path, hosts: list[str], events: EventBus) -> None:
+        """Give each pulling node of ``hosts`` that lacks it its agent, settings and the munge key.
+
+        Over SSH to the node that has proven itself with the host key clusterctl generated and
+        served it (known_hosts pins it, ``StrictHostKeyChecking=yes``): never through the PXE
+        server's HTTP, which anyone on the management network can read. A machine running from RAM
+        lacks it again after every boot (the roll calls this for those).
+
+        Raises:
+            ProviderError: a node could not be reached or its agent not set up; the message names it.
+        """
+        from clusterctl.run.executor import executor_for
+
+        nodes = [n for n in plan.nodes if n.hostname in hosts and pulls(plan, n)]
+        if not nodes:
+            return
+        executor = executor_for(plan, state_dir)
+        munge_key = StateDir.at(state_dir).munge_key().read_bytes()
+        host_keys = ensure_host_keys(state_dir, [n.hostname for n in nodes])
+        check = f"systemctl is-enabled --quiet {pull_bootstrap.UNIT} && test -s {pull_bootstrap.MUNGE_KEY}"
+
+        def one(node_index: int) -> str:
+            node = nodes[node_index]
+            rc, _, _ = executor.run(node.hostname, check, 60)
+            if rc == 0:
+                return ""
+            events.host(PHASE, node.hostname, "running", "setting up its configuration agent")
+            data = pull_bootstrap.payload(plan, node, build_dir, munge_key, host_keys[node.hostname])
+            rc, out, err = executor.send(node.hostname, pull_bootstrap.COMMAND, data, 120)
+            if rc != 0:
+                why = shown((err or out).strip()[-500:])
+                return f"{node.hostname}: setting up its configuration agent failed: {why}"
+            events.host(PHASE, node.hostname, "changed", "configuration agent set up")
+            return ""
+
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as pool:
+            errors = [e for e in pool.map(one, range(len(nodes))) if e]
+        if errors:
+            raise ProviderError("; ".join(errors))
 
     @contextlib.contextmanager
     def rebooting(
