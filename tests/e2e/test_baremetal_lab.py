@@ -36,6 +36,7 @@ from clusterctl.pipeline import load_and_validate
 from clusterctl.plan import Plan
 from clusterctl.run.executor import executor_for
 from clusterctl.run.sshkeys import ensure_host_keys
+from clusterctl.run.state import StateDir
 from tests.conftest import EXAMPLES, REPO_ROOT
 from tests.e2e.conftest import save_artifact
 
@@ -173,6 +174,22 @@ def test_each_compute_node_booted_the_image_with_its_generated_host_key(lab_clus
         assert mount.split() == [fstype, source], f"{host}: / is {mount}"
         assert key.split()[:2] == generated[host].public.split()[:2], host
     assert "console=ttyS0,115200n8" in lab_cluster.run("disk001", "cat /proc/cmdline")[1]
+
+
+@pytest.mark.order(200)
+def test_the_compute_nodes_configured_themselves_from_their_bundle(lab_cluster: LabCluster) -> None:
+    """The control machine pushed the controller only; each compute machine's agent, put there over
+    SSH once the machine presented its generated host key, applied the bundle `up` published for it."""
+    log = (lab_cluster.build_dir / "logs" / "ansible.log").read_text()
+    assert re.search(r"^(ok|changed): \[ctl001\]", log, re.MULTILINE), "the controller was pushed"
+    published = StateDir(lab_cluster.state_root, CLUSTER).read()["pull"]["bundles"]
+    for host in (*COMPUTE, "ram002"):
+        assert not re.search(rf"\[{host}\]", log), f"a configure-stage task ran on {host} from the control machine"
+        rc, journal, err = lab_cluster.run(host, "journalctl -u clusterctl-agent --no-pager -o cat")
+        assert rc == 0, err
+        assert f"applied bundle {published[host]}" in journal, journal[-2000:]
+        rc, mode, err = lab_cluster.run(host, "stat -c %a /etc/clusterctl/agent/munge.key")
+        assert (rc, mode.strip()) == (0, "400"), err
 
 
 @pytest.mark.order(201)
