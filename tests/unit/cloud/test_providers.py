@@ -135,9 +135,21 @@ def test_baremetal_provision_publishes_key_and_pins_generated_host_keys(fake_sta
     def serve(bind: tuple[str, int], grants: list, **_: Any) -> Iterator[ServeLog]:
         yield ServeLog(port=bind[1])  # the installers' side is tested in tests/unit/run/test_baremetal_host_keys.py
 
-    provider = baremetal_module.BaremetalProvider(serve_host_keys=serve)
+    asked: list[str] = []
+
+    class Agents:  # every machine has its agent already (tests/unit/run/test_baremetal_failures.py sends one)
+        def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
+            asked.append(host)
+            return 0, "", ""
+
+        def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+            raise AssertionError(f"nothing to send to {host}")
+
+    provider = baremetal_module.BaremetalProvider(serve_host_keys=serve, reach=lambda plan, state_dir: Agents())
     hosts = provider.provision(validated.plan, build, state, yes=True, events=EventBus())
     assert len(hosts) == 35
+    # The compute machines, which pull, were asked for their agent over pinned SSH; the controllers were not.
+    assert sorted(asked) == sorted(n.hostname for n in validated.plan.nodes if n.role == "compute")
     published = (build / "pxe" / "http" / "autoinstall" / "clusterctl.pub").read_text()
     assert published.startswith("ssh-ed25519 ")
     assert "PRIVATE" not in published

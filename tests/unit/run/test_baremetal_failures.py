@@ -229,15 +229,12 @@ class _Nodes:
         return 0, "", ""
 
 
-def test_pulling_machines_get_their_agent_and_munge_key_over_pinned_ssh_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_pulling_machines_get_their_agent_and_munge_key_over_pinned_ssh_once(tmp_path: Path) -> None:
     import io
     import json
     import tarfile
 
     from clusterctl.render.pulling import pulls
-    from clusterctl.run import executor as executor_module
     from clusterctl.run.state import StateDir
 
     build, _ = render(VALIDATED, tmp_path / "build")
@@ -246,9 +243,10 @@ def test_pulling_machines_get_their_agent_and_munge_key_over_pinned_ssh_once(
     assert computes
     assert not pulls(PLAN, next(n for n in PLAN.nodes if n.role == "controller"))
     nodes = _Nodes(with_agent={computes[0]}, refusing=set())
-    monkeypatch.setattr(executor_module, "executor_for", lambda plan, state_dir: nodes)
 
-    BaremetalProvider().bootstrap(PLAN, build, state, [*computes, "ctl001"], EventBus())
+    BaremetalProvider(reach=lambda plan, state_dir: nodes).bootstrap(
+        PLAN, build, state, [*computes, "ctl001"], EventBus()
+    )
 
     assert sorted(nodes.checked) == sorted(computes)  # the controller is pushed: nothing asked of it
     assert sorted(nodes.sent) == sorted(computes[1:])  # the one with its agent is left alone
@@ -261,9 +259,8 @@ def test_pulling_machines_get_their_agent_and_munge_key_over_pinned_ssh_once(
     )
 
     failing = _Nodes(with_agent=set(), refusing={computes[2]})
-    monkeypatch.setattr(executor_module, "executor_for", lambda plan, state_dir: failing)
     with pytest.raises(ProviderError) as caught:
-        BaremetalProvider().bootstrap(PLAN, build, state, computes, EventBus())
+        BaremetalProvider(reach=lambda plan, state_dir: failing).bootstrap(PLAN, build, state, computes, EventBus())
     assert f"{computes[2]}: setting up its configuration agent failed: tar: /etc: Read-only file system" in str(
         caught.value
     )

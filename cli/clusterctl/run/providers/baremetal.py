@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from clusterctl.plan.models import BaremetalPlan, Plan
+from clusterctl.remote import Sender
 from clusterctl.render.builddir import BuildDirError, write_run_file
 from clusterctl.render.pulling import pulls
 from clusterctl.run import pull_bootstrap
@@ -263,6 +264,13 @@ def check_recorded_host_keys(outputs: dict[str, Any], public: dict[str, str]) ->
         )
 
 
+def _pinned_ssh(plan: Plan, state_dir: Path) -> Sender:
+    """The machines over SSH as ``up`` recorded them (pinned host keys); every such executor can send."""
+    from clusterctl.run.executor import executor_for
+
+    return cast(Sender, executor_for(plan, state_dir))
+
+
 class BaremetalProvider:
     """Provisions bare-metal machines with Redfish and PXE from ``plan.baremetal``.
 
@@ -270,11 +278,19 @@ class BaremetalProvider:
         confirm: asks before machines are installed (their disks are wiped).
         serve_host_keys: the host key server (``run.hostkey_server.serving_host_keys``; tests
             replace it).
+        reach: how the machines are reached once up (``run.executor.executor_for``: SSH with the
+            pinned host keys; tests replace it).
     """
 
-    def __init__(self, confirm: Confirm | None = None, serve_host_keys: ServeHostKeys | None = None) -> None:
+    def __init__(
+        self,
+        confirm: Confirm | None = None,
+        serve_host_keys: ServeHostKeys | None = None,
+        reach: Callable[[Plan, Path], Sender] | None = None,
+    ) -> None:
         self.confirm = confirm or default_confirm
         self.serve_host_keys = serve_host_keys or serving_host_keys
+        self.reach = reach
 
     def provision(
         self, plan: Plan, build_dir: Path, state_dir: Path, *, yes: bool, events: EventBus
@@ -355,12 +371,10 @@ class BaremetalProvider:
         Raises:
             ProviderError: a node could not be reached or its agent not set up; the message names it.
         """
-        from clusterctl.run.executor import executor_for
-
         nodes = [n for n in plan.nodes if n.hostname in hosts and pulls(plan, n)]
         if not nodes:
             return
-        executor = executor_for(plan, state_dir)
+        executor = (self.reach or _pinned_ssh)(plan, state_dir)
         munge_key = StateDir.at(state_dir).munge_key().read_bytes()
         host_keys = ensure_host_keys(state_dir, [n.hostname for n in nodes])
         check = f"systemctl is-enabled --quiet {pull_bootstrap.UNIT} && test -s {pull_bootstrap.MUNGE_KEY}"
