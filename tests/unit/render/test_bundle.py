@@ -46,8 +46,9 @@ def test_the_local_examples_gpu_nodes_share_one_bundle_and_the_others_are_pushed
     assert b"ctl001" in files["render/hosts"]
     assert "render/slurm/slurm.conf" not in files, "slurmd takes slurm.conf from slurmctld (configless)"
     assert b"SlurmctldParameters=enable_configless" in files["render/slurm/configless.conf"]
-    # Clouds and bare metal push their compute nodes until their provider delivers the agent.
-    assert kinds(load_and_validate(EXAMPLES / "onprem-h100-256.yaml").plan) == []
+    # Clouds push their compute nodes until their provider delivers the agent; bare metal pulls.
+    assert kinds(load_and_validate(EXAMPLES / "aws-p5.yaml").plan) == []
+    assert kinds(load_and_validate(EXAMPLES / "onprem-h100-256.yaml").plan)
 
 
 def test_bundles_are_the_same_bytes_every_time() -> None:

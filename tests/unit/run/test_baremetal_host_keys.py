@@ -158,10 +158,25 @@ class Serve:
         yield ServeLog(port=bind[1], served=dict.fromkeys(self.repeated, "10.20.0.5"), repeated=dict(self.repeated))
 
 
+class Machines:
+    """The machines once up, over (scripted) pinned SSH: none has its agent yet; each takes the tar."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, bytes] = {}
+
+    def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
+        return 1, "", ""
+
+    def send(self, host: str, command: str, data: bytes | None, timeout: float) -> tuple[int, str, str]:
+        self.sent[host] = data or b""
+        return 0, "", ""
+
+
 def _provision(tmp_path: Path, serve: Serve) -> tuple[Path, Path]:
     build, _ = render(VALIDATED, tmp_path / "build")
     state = tmp_path / "state"
-    provider = baremetal_module.BaremetalProvider(serve_host_keys=serve)
+    machines = Machines()
+    provider = baremetal_module.BaremetalProvider(serve_host_keys=serve, reach=lambda plan, state_dir: machines)
     provider.provision(PLAN, build, state, yes=True, events=EventBus())
     return build, state
 

@@ -322,8 +322,10 @@ def test_ups_readiness_check_connects_with_checked_host_keys(
     monkeypatch.setattr(orchestrate, "check_cluster", readiness)
     result = orchestrate.up(validated, state, EventBus(), out_dir=tmp_path / "build", yes=True)
     assert result.ok, result.error
-    (argv,) = _calls(recorded_ssh)
-    assert _strict(argv, seen["known"])
+    calls = _calls(recorded_ssh)  # the bundles published on the controller, then readiness
+    assert calls[-1][-1] == "sudo -n bash -c sinfo", calls
+    for argv in calls:
+        assert _strict(argv, seen["known"])
 
 
 def test_ansible_runs_check_host_keys_whatever_the_environment_says(tmp_path: Path) -> None:
