@@ -58,6 +58,9 @@ NODES_ADDRESS = "10.77.255.250"
 IMAGE = "local/debian:bookworm"
 CGROUP_CPU = Path("/sys/fs/cgroup/cpuacct")
 CGROUP_MEM = Path("/sys/fs/cgroup/memory")
+TICKS = os.sysconf("SC_CLK_TCK")
+# The controller's long-lived processes, by their /proc comm (a script's name is cut to 15 characters).
+PROCESS_NAMES = {"slurmctld": "slurmctld", "munged": "munged", "clusterctl-bund": "bundle server"}
 PUSH_CGROUP = "clusterctl-scalesim-push"
 JITTER_S = 5.0
 RUNNERS = 4
@@ -180,6 +183,7 @@ class Meter:
     def __init__(self, name: str) -> None:
         ident = container_id(name)
         self.cpu = CGROUP_CPU / "docker" / ident / "cpuacct.usage"
+        self.procs = CGROUP_CPU / "docker" / ident / "cgroup.procs"
         self.mem = CGROUP_MEM / "docker" / ident / "memory.max_usage_in_bytes"
         self.name = name
 
@@ -191,16 +195,41 @@ class Meter:
         # Accepted connections: the nodes' requests and reports (and the wait's own scontrol, one a poll).
         return int(lines[0]), int(fields["PassiveOpens"])
 
-    def start(self) -> dict[str, float]:
+    def by_process(self) -> dict[int, tuple[str, float]]:
+        """CPU seconds so far of each process in the controller's cgroup (its own and its reaped children's)."""
+        out: dict[int, tuple[str, float]] = {}
+        for pid in self.procs.read_text().split():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                out[int(pid)] = (comm, sum(int(f) for f in fields[11:15]) / TICKS)
+        return out
+
+    def start(self) -> dict[str, Any]:
         self.mem.write_text("0")
         sent, opened = self._net()
         usage = resource_usage()
-        return {"cpu": int(self.cpu.read_text()) / 1e9, "sent": sent, "opened": opened, "here": usage}
-
-    def stop(self, begun: dict[str, float]) -> dict[str, float]:
-        sent, opened = self._net()
         return {
-            "controller_cpu_s": round(int(self.cpu.read_text()) / 1e9 - begun["cpu"], 2),
+            "cpu": int(self.cpu.read_text()) / 1e9,
+            "sent": sent,
+            "opened": opened,
+            "here": usage,
+            "procs": self.by_process(),
+        }
+
+    def stop(self, begun: dict[str, Any]) -> dict[str, Any]:
+        sent, opened = self._net()
+        total = int(self.cpu.read_text()) / 1e9 - begun["cpu"]
+        split: dict[str, float] = {}
+        for pid, (comm, seconds) in self.by_process().items():
+            name = PROCESS_NAMES.get(comm, "other")
+            split[name] = split.get(name, 0.0) + seconds - begun["procs"].get(pid, (comm, 0.0))[1]
+        # What no long-lived process accounts for: short-lived ones (the wait's scontrol, publishing).
+        split["other"] = split.get("other", 0.0) + total - sum(split.values())
+        return {
+            "controller_cpu_s": round(total, 2),
+            "controller_cpu_split": {k: round(v, 2) for k, v in sorted(split.items())},
             "controller_peak_mib": round(int(self.mem.read_text()) / 2**20, 1),
             "bytes_out": sent - int(begun["sent"]),
             "connections": opened - int(begun["opened"]),
@@ -735,6 +764,14 @@ def table(rows: list[dict[str, Any]], apply_s: float, tasks: int, stage: str) ->
         if len({p[0] for p in points}) >= 2:
             a, b = fit(points)
             lines.append(f"{scenario}: controller CPU = {a:.3f} + {b * 1000:.3f}e-3 * N s")
+            split = [r for r in rows if r["scenario"] == scenario and r.get("controller_cpu_split")]
+            parts = sorted({k for r in split for k in r["controller_cpu_split"]})
+            per_part = []
+            for part in parts:
+                pa, pb = fit([(r["n"], r["controller_cpu_split"].get(part, 0.0)) for r in split])
+                per_part.append(f"{part} {pa:.3f} + {pb * 1000:.3f}e-3 * N")
+            if per_part:
+                lines.append(f"  of which: {'; '.join(per_part)}")
     return "\n".join(lines)
 
 

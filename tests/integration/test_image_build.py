@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from clusterctl.commands import cli
 from clusterctl.image.drift import DPKG_QUERY, parse_packages
 from clusterctl.image.lock import read_lock
-from clusterctl.pipeline import load_and_validate
+from clusterctl.pipeline import load_and_validate, render
 from clusterctl.run.events import EventBus
 from clusterctl.run.providers.local import LocalProvider
 from clusterctl.run.state import StateDir
@@ -143,10 +143,11 @@ def test_image_build_reuse_lock_and_drift(workdir: Path) -> None:
     assert (workdir / "clusterctl.lock").read_text() == text
 
     # Nodes made from the image: the lock lists exactly what dpkg-query reports there.
-    plan = load_and_validate(workdir / "spec.yaml").plan
-    hosts = LocalProvider({"small": image.ref}).provision(
-        plan, workdir / "build", workdir / "state", yes=True, events=EventBus()
-    )
+    validated = load_and_validate(workdir / "spec.yaml")
+    plan = validated.plan
+    # As up does first: cpu001 pulls, and its agent comes from the render.
+    build, _ = render(validated, workdir / "build" / plan.cluster.name)
+    hosts = LocalProvider({"small": image.ref}).provision(plan, build, workdir / "state", yes=True, events=EventBus())
     assert {h.hostname: h.image_hash for h in hosts} == {"ctl001": image.hash, "cpu001": image.hash}
     ids = set()
     for host in hosts:

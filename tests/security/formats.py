@@ -322,6 +322,7 @@ _NAMED_PATHS = (
     re.compile(r"storage/units/[^/]+/[^/]+(\.mount)"),
     re.compile(r"burst/policy-[^/]+(\.json)"),
     re.compile(r"enroot/mounts\.d/[^/]+(\.fstab)"),
+    re.compile(r"agent/controllers/[^/]+/(clusterctl-bundles\.service)"),
 )
 
 
