@@ -166,12 +166,16 @@ class LabStack:
                         state.pop(name, None)
                     save()
                 if op in ("create", "replace"):
+                    begun = time.time()
                     result = self.provider.create(desired[name])
                     with self._lock:
                         state[name] = {
                             "id": result.id,
                             "inputs": _public(desired[name]),
                             "outputs": _public(result.outs or {}),
+                            # When the BMC was told to boot it and when it answered with its host key
+                            # (the README's power-on figures).
+                            "created": {"began": round(begun, 1), "answered": round(time.time(), 1)},
                         }
                     save()
                 elif op == "update":

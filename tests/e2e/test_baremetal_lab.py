@@ -199,6 +199,27 @@ def test_the_nodes_are_idle_in_slurm_and_a_job_runs_on_both(lab_cluster: LabClus
     rc, out, err = lab_cluster.run("ctl001", "srun -N2 -p batch hostname", timeout=300)
     assert rc == 0, err
     assert sorted(out.split()) == COMPUTE
+    _save_figures(lab_cluster)
+
+
+def _save_figures(lab_cluster: LabCluster) -> None:
+    """Per machine: from the BMC's power-on to its host key answering, and to slurmd registering (README)."""
+    resources = json.loads((lab_cluster.state_dir / "lab-stack.json").read_text())["resources"]
+    lines = [f"lab up (image build, lab, clusterctl up): {lab_cluster.up_seconds:.0f} s"]
+    for resource in sorted(resources.values(), key=lambda r: r["outputs"]["hostname"]):
+        host, created = resource["outputs"]["hostname"], resource.get("created") or {}
+        rc, out, _ = lab_cluster.run("ctl001", f"scontrol show node -o {host}")
+        started = re.search(r"SlurmdStartTime=(\S+)", out) if rc == 0 else None
+        registered = (
+            time.mktime(time.strptime(started.group(1), "%Y-%m-%dT%H:%M:%S"))
+            if started and started.group(1) not in ("None", "Unknown")
+            else None
+        )
+        answered = created["answered"] - created["began"] if created else None
+        assert answered is None or answered > 0, (host, created)
+        slurm = f"{registered - created['began']:.0f} s" if registered and created else "-"
+        lines.append(f"{host}: power-on to host key {answered or 0:.0f} s, to slurmd registered {slurm}")
+    save_artifact("e2e-lab-figures.txt", "\n".join(lines) + "\n")
 
 
 @pytest.mark.order(202)
