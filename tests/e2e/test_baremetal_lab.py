@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -208,7 +209,7 @@ def _save_figures(lab_cluster: LabCluster) -> None:
     lines = [f"lab up (image build, lab, clusterctl up): {lab_cluster.up_seconds:.0f} s"]
     for resource in sorted(resources.values(), key=lambda r: r["outputs"]["hostname"]):
         host, created = resource["outputs"]["hostname"], resource.get("created") or {}
-        rc, out, _ = lab_cluster.run("ctl001", f"scontrol show node -o {host}")
+        rc, out, _ = lab_cluster.run("ctl001", f"scontrol show node -o -- {shlex.quote(host)}")
         started = re.search(r"SlurmdStartTime=(\S+)", out) if rc == 0 else None
         registered = (
             time.mktime(time.strptime(started.group(1), "%Y-%m-%dT%H:%M:%S"))
