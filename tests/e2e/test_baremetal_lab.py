@@ -183,12 +183,17 @@ def test_the_compute_nodes_configured_themselves_from_their_bundle(lab_cluster: 
     SSH once the machine presented its generated host key, applied the bundle `up` published for it."""
     log = (lab_cluster.build_dir / "logs" / "ansible.log").read_text()
     assert re.search(r"^(ok|changed): \[ctl001\]", log, re.MULTILINE), "the controller was pushed"
+    stages = (lab_cluster.build_dir / "ansible" / "inventory" / "images.yml").read_text()
+    assert "ctl001:" in stages, stages  # the controller too ran the configure stage only
     published = StateDir(lab_cluster.state_root, CLUSTER).read()["pull"]["bundles"]
     for host in (*COMPUTE, "ram002"):
         assert not re.search(rf"\[{host}\]", log), f"a configure-stage task ran on {host} from the control machine"
         rc, journal, err = lab_cluster.run(host, "journalctl -u clusterctl-agent --no-pager -o cat")
         assert rc == 0, err
         assert f"applied bundle {published[host]}" in journal, journal[-2000:]
+        # Booted from its profile's locked archive (the initramfs' record says which): configure only.
+        assert "(stage configure)" in journal, journal[-2000:]
+        assert "(stage all)" not in journal, journal[-2000:]
         rc, mode, err = lab_cluster.run(host, "stat -c %a /etc/clusterctl/agent/munge.key")
         assert (rc, mode.strip()) == (0, "400"), err
 

@@ -290,6 +290,10 @@ mountroot() {
 		clusterctl_fail "could not unpack $CLUSTERCTL_URL$clusterctl_room"
 	log_end_msg
 	rm -f "$clusterctl_archive"
+	# Which archive this root came from: `clusterctl up` reads it to run only the configure stage on a
+	# machine made from its profile's locked archive (an installed one keeps it until reinstalled).
+	mkdir -p "${rootmnt}/etc/clusterctl"
+	echo "$CLUSTERCTL_SHA256" >"${rootmnt}/etc/clusterctl/image.sha256"
 	if [ "$CLUSTERCTL_MODE" = install ]; then
 		clusterctl_install_bootloader
 	fi

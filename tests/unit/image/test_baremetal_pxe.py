@@ -380,6 +380,7 @@ def test_stateless_boot_unpacks_the_archive_and_writes_the_identity(tmp_path: Pa
     assert (root / "etc/ssh/authorized_keys.d/ubuntu").read_text().startswith("ssh-ed25519 AAAAclusterctl")
     assert (root / "etc/sudoers.d/90-clusterctl").read_text() == "ubuntu ALL=(ALL) NOPASSWD:ALL\n"
     assert "useradd -m -s /bin/bash -c clusterctl ubuntu" in (tmp_path / "trace").read_text()
+    assert (root / "etc/clusterctl/image.sha256").read_text() == sha + "\n"  # what up reads: which archive
     assert not (tmp_path / "work" / "rootfs").exists()  # the download is not kept in RAM
 
 

@@ -17,6 +17,9 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
+from clusterctl.image.baremetal import with_archives
+from clusterctl.image.lock import LockedImage
+from clusterctl.image.stage import baked_hosts
 from clusterctl.pipeline import load_and_validate, render
 from clusterctl.run import redfish
 from clusterctl.run.events import EventBus
@@ -205,6 +208,60 @@ def test_known_hosts_holds_the_generated_keys_and_the_build_dir_no_private_key(
     recorded = load_access(state)
     assert recorded is not None
     assert recorded[1].known_hosts == (state / "known_hosts").resolve()
+
+
+class Booted(Machines):
+    """Machines that booted an archive: each answers the initramfs' record with the sha256 given."""
+
+    def __init__(self, records: dict[str, str]) -> None:
+        super().__init__()
+        self.records = records
+        self.asked: list[tuple[str, str]] = []
+
+    def run(self, host: str, command: str, timeout: float) -> tuple[int, str, str]:
+        if command == f"cat -- {baremetal_module.IMAGE_RECORD}":
+            self.asked.append((host, command))
+            found = self.records.get(host)
+            return (0, found + "\n", "") if found is not None else (1, "", "cat: No such file or directory")
+        return 1, "", ""
+
+
+def test_only_a_machine_running_its_groups_locked_archive_is_recorded_as_made_from_it(
+    fake_stack: type[FakeStack], tmp_path: Path
+) -> None:
+    locked = LockedImage(
+        profile="dgx-h100",
+        hash="5e" * 32,
+        target="baremetal",
+        ref=f"sha256:{'a1' * 32}",
+        os="ubuntu-24.04",
+        arch="amd64",
+        tag="clusterctl-ubuntu-2404-5e5e5e5e5e5e.tar.zst",
+    )
+    plan = with_archives(PLAN, {"dgx-h100": locked, "cpu-1u": locked})
+    build, _ = render(VALIDATED, tmp_path / "build")
+    names = [n.hostname for n in plan.nodes]
+    current, older, unread = names[0], names[1], names[2]
+    # The right archive; an archive of an earlier lock (installed before it); no record at all
+    # (installed by the autoinstall, or rebuilt by hand); a record with more than the checksum.
+    records = {current: "a1" * 32, older: "b2" * 32, names[3]: "a1" * 32 + " extra"}
+    machines = Booted(records)
+    provider = baremetal_module.BaremetalProvider(serve_host_keys=Serve(), reach=lambda plan, state_dir: machines)
+    hosts = provider.provision(plan, build, tmp_path / "state", yes=True, events=EventBus())
+    made = {h.hostname: h.image_hash for h in hosts}
+    assert made[current] == "5e" * 32
+    assert [made[older], made[unread], made[names[3]]] == [None, None, None]
+    assert sorted(h for h, _ in machines.asked) == sorted(names)  # every machine, controllers too
+    assert baked_hosts(plan, hosts, {"dgx-h100": locked, "cpu-1u": locked}) == [current]
+
+
+def test_without_archives_no_machine_is_asked_which_it_booted(fake_stack: type[FakeStack], tmp_path: Path) -> None:
+    build, _ = render(VALIDATED, tmp_path / "build")
+    machines = Booted({})
+    provider = baremetal_module.BaremetalProvider(serve_host_keys=Serve(), reach=lambda plan, state_dir: machines)
+    hosts = provider.provision(PLAN, build, tmp_path / "state", yes=True, events=EventBus())
+    assert not machines.asked
+    assert all(h.image_hash is None for h in hosts)
 
 
 def test_a_key_asked_for_twice_is_discarded_and_up_fails(fake_stack: type[FakeStack], tmp_path: Path) -> None:

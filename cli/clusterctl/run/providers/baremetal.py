@@ -23,11 +23,12 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from clusterctl.plan.models import BaremetalPlan, Plan
-from clusterctl.remote import Sender
+from clusterctl.remote import Executor, Sender, run_many
 from clusterctl.render.builddir import BuildDirError, write_run_file
 from clusterctl.render.pulling import pulls
 from clusterctl.run import pull_bootstrap
@@ -59,6 +60,8 @@ PHASE = "provision"
 PUBLIC_KEY_PATH = "pxe/http/autoinstall/clusterctl.pub"
 CONSOLE_DIR = "lab"
 CONSOLE_LINES = 8
+# Where a machine booted from an archive keeps its sha256 (templates/pxe/image/initramfs-boot.sh writes it).
+IMAGE_RECORD = "/etc/clusterctl/image.sha256"
 _CONSOLE_TAIL_BYTES = 64 * 1024
 # Terminal control sequences firmware and boot loaders draw their menus with.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]")
@@ -264,6 +267,27 @@ def check_recorded_host_keys(outputs: dict[str, Any], public: dict[str, str]) ->
         )
 
 
+def booted_archives(plan: Plan, hosts: list[str], executor: Executor) -> dict[str, str]:
+    """Hostname -> image content hash, for each machine running its group's locked archive now.
+
+    The initramfs writes the sha256 of the archive it checked and unpacked to :data:`IMAGE_RECORD`
+    (an installed machine keeps it until it is installed again). Only a machine whose record is
+    its group's archive of this plan may skip the install stage; one that cannot be read, or
+    answers anything else, runs both stages.
+    """
+    bm = plan.baremetal
+    if bm is None or not bm.images:
+        return {}
+    wanted = {n.hostname: bm.images[n.group] for n in plan.nodes if n.hostname in hosts and n.group in bm.images}
+    names = sorted(wanted)
+    answers = run_many(executor, [(name, f"cat -- {IMAGE_RECORD}", 60) for name in names], max_workers=8)
+    out: dict[str, str] = {}
+    for name, (rc, text, _) in zip(names, answers, strict=True):
+        if rc == 0 and text.strip() == wanted[name].sha256:
+            out[name] = wanted[name].hash
+    return out
+
+
 def _pinned_ssh(plan: Plan, state_dir: Path) -> Sender:
     """The machines over SSH as ``up`` recorded them (pinned host keys); every such executor can send."""
     from clusterctl.run.executor import executor_for
@@ -357,6 +381,9 @@ class BaremetalProvider:
             **build_inventory(build_dir, state_dir),
             private_key=key_path,
         )
+        if bm.images:
+            baked = booted_archives(plan, [h.hostname for h in hosts], (self.reach or _pinned_ssh)(plan, state_dir))
+            hosts = [replace(h, image_hash=baked.get(h.hostname)) for h in hosts]
         self.bootstrap(plan, build_dir, state_dir, [h.hostname for h in hosts], events)
         return hosts
 
@@ -469,6 +496,7 @@ class BaremetalProvider:
 
 __all__ = [
     "BaremetalProvider",
+    "booted_archives",
     "check_bmc_transport",
     "check_images",
     "console_tail",
