@@ -3,13 +3,19 @@
 # each took (also written to test-artifacts/phases.txt), so a slow or failing phase is visible at
 # the end of a long CI log. Phases joined by `+` run at the same time: the first one's output is
 # shown as it comes, the others' is kept in test-artifacts/phase-<name>.log and printed after it.
-# Usage: run-phases.sh setup lint unit integration+molecule e2e
+# Usage: run-phases.sh setup lint+unit molecule+integration+e2e
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p test-artifacts
 summary=test-artifacts/phases.txt
 : >"$summary"
 failed=""
+# The machine's CPU use every 30 s (test-artifacts/vmstat.txt): where the phases leave cores idle.
+if command -v vmstat >/dev/null 2>&1; then
+  vmstat -n -t 30 >test-artifacts/vmstat.txt 2>&1 &
+  sampler=$!
+  trap 'kill "$sampler" 2>/dev/null' EXIT
+fi
 
 record() { # phase status started
   printf '%-12s %-7s %5d s\n' "$1" "$2" $(( $(date +%s) - $3 )) >>"$summary"
