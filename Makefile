@@ -18,7 +18,7 @@ help:
 	@echo "make test     lint + unit + golden + CLI + stacks + integration + Molecule + end-to-end"
 	@echo "make down     destroy the local example cluster"
 	@echo "make lab      the bare-metal lab: $(LAB_SPEC) on VMs behind emulated BMCs, PXE-booted (make lab-down)"
-	@echo "make lab-test the bare-metal lab's end-to-end tests (alone: about an hour under TCG)"
+	@echo "make lab-test the bare-metal lab's end-to-end tests (alone: slow under TCG)"
 	@echo "make lint | unit | golden | integration | molecule [ROLE=x] | e2e | bench"
 
 docker:
@@ -88,8 +88,8 @@ lab: setup lab-tools
 lab-down: venv
 	$(BIN)/python -m lab down $(LAB_SPEC)
 
-# The bare-metal lab's end-to-end module, alone: under qemu's TCG it takes both cores for about an
-# hour, more than CI's budget beside the rest (README, "Bare metal").
+# The bare-metal lab's end-to-end module, alone: under qemu's TCG its bring-up takes both cores for
+# 25 minutes, more than CI's budget has beside the rest (README, "Bare metal").
 lab-test: setup lab-tools
 	$(PYTEST) -q -p no:cacheprovider --durations=10 tests/e2e/test_baremetal_lab.py
 
