@@ -278,7 +278,8 @@ def booted_archives(plan: Plan, hosts: list[str], executor: Executor) -> dict[st
     bm = plan.baremetal
     if bm is None or not bm.images:
         return {}
-    wanted = {n.hostname: bm.images[n.group] for n in plan.nodes if n.hostname in hosts and n.group in bm.images}
+    asked = set(hosts)
+    wanted = {n.hostname: bm.images[n.group] for n in plan.nodes if n.hostname in asked and n.group in bm.images}
     names = sorted(wanted)
     answers = run_many(executor, [(name, f"cat -- {IMAGE_RECORD}", 60) for name in names], max_workers=8)
     out: dict[str, str] = {}
@@ -398,7 +399,8 @@ class BaremetalProvider:
         Raises:
             ProviderError: a node could not be reached or its agent not set up; the message names it.
         """
-        nodes = [n for n in plan.nodes if n.hostname in hosts and pulls(plan, n)]
+        asked = set(hosts)
+        nodes = [n for n in plan.nodes if n.hostname in asked and pulls(plan, n)]
         if not nodes:
             return
         executor = (self.reach or _pinned_ssh)(plan, state_dir)
