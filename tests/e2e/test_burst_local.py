@@ -102,8 +102,8 @@ def test_job_resumes_burst_nodes_then_they_are_released(burst_cluster: LocalClus
     assert "COMPLETED" in state, state
     assert _containers(burst_cluster, BURST) == set(BURST)
     # Made on demand, each configured itself from its bundle: its agent's journal names the digest.
-    # slurmd starts before the apply's last plays (storage, monitoring), so on a busy machine the job
-    # can end before the agent has said it applied.
+    # The agent says so once the apply's last tasks (slurmd starts in the last play) and its digest of
+    # the node are done: on a busy machine, after a short job has ended.
     applied = re.compile(r"applied bundle [0-9a-f]{64} \(generation \d+\)")
 
     def journal(host: str) -> str:
