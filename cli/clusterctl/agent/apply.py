@@ -130,6 +130,9 @@ callbacks_enabled = {callback}
 local_tmp = {tmp}
 remote_tmp = {tmp}
 deprecation_warnings = False
+# How often Ansible's main process polls its worker: the default 1 ms costs the node about 5 % of a
+# core for the whole apply (most of it in package installs); 20 ms adds at most 20 ms a task.
+internal_poll_interval = 0.02
 # Modules log their arguments to the journal otherwise (file contents, for sync_files): the apply's
 # own log and the agent's summary say what ran.
 no_target_syslog = True

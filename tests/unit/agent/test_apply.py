@@ -81,6 +81,33 @@ def test_the_node_applies_its_plays_only_and_the_callback_counts_them(tmp_path: 
     assert (again.ok, again.changed) == (True, 0)
 
 
+CONFIG_PLAYBOOK = """
+- name: Record the settings Ansible runs this apply with
+  hosts: compute
+  gather_facts: false
+  tasks:
+    - name: Write them
+      ansible.builtin.copy:
+        dest: "{{ target }}/settings"
+        content: >-
+          {{ lookup('ansible.builtin.config', 'DEFAULT_INTERNAL_POLL_INTERVAL') }}
+          {{ lookup('ansible.builtin.config', 'DEFAULT_NO_TARGET_SYSLOG') }}
+          {{ lookup('ansible.builtin.config', 'DEFAULT_FORKS') }}
+        mode: "0644"
+"""
+
+
+def test_the_apply_runs_with_the_agents_settings_not_ansibles_defaults(tmp_path: Path, engine: Path) -> None:
+    """The written ansible.cfg is the one Ansible reads: a 20 ms poll (not 1 ms, which keeps part of a
+    core busy through every package install), no module arguments in the journal, one fork."""
+    layout = _layout(tmp_path, engine)
+    (layout.roles / "roles" / "site.yml").write_text(CONFIG_PLAYBOOK)
+    prepare("gpu001", "configure", {}, layout)
+    outcome = run_playbook("gpu001", layout, tmp_path / "apply.log")
+    assert outcome.ok, (outcome, (tmp_path / "apply.log").read_text()[-3000:])
+    assert (tmp_path / "settings").read_text().split() == ["0.02", "True", "1"]
+
+
 def test_a_failed_task_comes_back_with_its_name_module_and_output(tmp_path: Path, engine: Path) -> None:
     layout = _layout(tmp_path, engine)
     prepare("gpu001", "all", {"fail": True}, layout)
