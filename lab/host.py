@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from clusterctl.render.escape import printable
 from lab import processes
 from lab.config import BMC_USER, SEABIOS, Lab, LabError
 
@@ -247,6 +248,15 @@ def sushy_down(lab: Lab) -> None:
     processes.stop(lab.work / "run" / "sushy.pid", "sushy-emulator")
 
 
+def _last_lines(log: Path, count: int = 15) -> str:
+    """The end of a process's log, for the error (the lab's folder may be gone by the time one looks)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-count:]
+    except OSError:
+        return ""
+    return "".join(f"\n  {printable(line)}" for line in lines)
+
+
 def _wait_tls(host: str, port: int, pid_file: Path, marker: str, log: Path) -> None:
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -258,7 +268,7 @@ def _wait_tls(host: str, port: int, pid_file: Path, marker: str, log: Path) -> N
                 return
         except OSError:
             if processes.running(pid_file, marker) is None or time.monotonic() > deadline:
-                raise LabError(f"{marker} did not start on {host}:{port}; see {log}") from None
+                raise LabError(f"{marker} did not start on {host}:{port}; see {log}{_last_lines(log)}") from None
             time.sleep(0.5)
 
 
@@ -344,7 +354,8 @@ def daemon_up(lab: Lab) -> None:
                 return
         except OSError:
             if processes.running(pid_file, "lab.daemon") is None or time.monotonic() > deadline:
-                raise LabError(f"the lab daemon did not start; see {lab.work / 'run' / 'daemon.log'}") from None
+                log = lab.work / "run" / "daemon.log"
+                raise LabError(f"the lab daemon did not start; see {log}{_last_lines(log)}") from None
             time.sleep(0.3)
 
 
