@@ -208,6 +208,20 @@ def test_the_nodes_are_idle_in_slurm_and_a_job_runs_on_both(lab_cluster: LabClus
     _save_figures(lab_cluster)
 
 
+@pytest.mark.order(201)
+def test_each_compute_node_finds_the_others_by_name_through_the_controller(lab_cluster: LabCluster) -> None:
+    """Their /etc/hosts lists only ctl001; ctl001's dnsmasq answers the rest, short and full names."""
+    for host, other in (("disk001", "ram001"), ("ram001", "disk001")):
+        rc, hosts, err = lab_cluster.run(host, "cat /etc/hosts")
+        assert rc == 0, err
+        assert other not in hosts
+        expected = next(n.address for n in lab_cluster.plan.nodes if n.hostname == other)
+        for name in (other, f"{other}.lab.internal"):
+            rc, out, err = lab_cluster.run(host, f"getent hosts -- {name}")
+            assert rc == 0, (host, name, err)
+            assert out.split()[0] == expected, (host, name, out)
+
+
 def _save_figures(lab_cluster: LabCluster) -> None:
     """Per machine: from the BMC's power-on to its host key answering, and to slurmd registering (README)."""
     resources = json.loads((lab_cluster.state_dir / "lab-stack.json").read_text())["resources"]

@@ -570,7 +570,8 @@ def resolve_baremetal(spec: Spec, nodes: list[PlanNode], base_dir: Path = Path()
         netmask=str(network.netmask),
         prefix_length=network.prefixlen,
         gateway=str(gateway),
-        dns=[str(gateway)],
+        # The site's DNS servers, else the management gateway.
+        dns=[str(a) for a in spec.site.dns_servers] or [str(gateway)],
         domain=spec.network.domain,
         image_boot=_image_boot(spec, provider),
         kernel_args=list(provider.kernel_args),

@@ -178,6 +178,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         **_efa_vars(plan),
         **_mirror_vars(plan),
         **_site_vars(plan),
+        **_names_vars(plan),
         **_nccl_topologies(plan),
         **_nccl_fabric_vars(plan),
     }
@@ -207,6 +208,28 @@ def _site_vars(plan: Plan) -> dict[str, Any]:
     if plan.slurm.state_save_tier:
         out["clusterctl_slurm_state_tier"] = plan.slurm.state_save_tier
     return out
+
+
+def _names_vars(plan: Plan) -> dict[str, Any]:
+    """Bare metal with pulling nodes: the controllers serve the cluster's names over DNS (roles/bundle_server).
+
+    Why: a pulling node's /etc/hosts lists only the controllers and login nodes (one file per node that
+    grows with the cluster is what pull mode avoids), and on bare metal no provider DNS knows the other
+    nodes: `torchrun --rdzv-endpoint=$(first node of the job)` and MPI launchers resolve them by name.
+    Every node asks the controllers first, then the site's servers (resolv.conf keeps three).
+    """
+    bm = plan.baremetal
+    if bm is None or not pull_nodes(plan):
+        return {}
+    controllers = [n.address for n in plan.nodes if n.role == "controller"]
+    servers = controllers + [s for s in bm.dns if s not in controllers]
+    search = [plan.cluster.domain] + [d for d in plan.site.search_domains if d != plan.cluster.domain]
+    return {
+        "clusterctl_serve_names": True,
+        "clusterctl_names_upstream": [s for s in bm.dns if s not in controllers],
+        "common_dns_servers": servers[:3],
+        "common_dns_search": search,
+    }
 
 
 def _mirror_vars(plan: Plan) -> dict[str, Any]:

@@ -34,10 +34,43 @@ def test_state_save_location_and_the_tier_mounted_first() -> None:
 
 
 def test_resolvers_and_time_servers_go_to_the_common_role() -> None:
-    gv = group_vars(load_and_validate(EXAMPLES / "onprem-h100-256.yaml").plan)
-    assert gv["common_dns_servers"] == ["10.20.0.2", "10.20.0.3"]
-    assert gv["common_dns_search"] == ["atlas.internal"]
+    gv = group_vars(load_and_validate(EXAMPLES / "local.yaml").plan)
+    assert "common_dns_servers" not in gv
+    validated = load_and_validate(EXAMPLES / "onprem-h100-256.yaml")
+    gv = group_vars(validated.plan)
     assert gv["common_chrony_servers"] == ["10.20.0.4", "10.20.0.5"]
+    # The PXE server's DHCP hands out the site's servers (not the gateway).
+    dnsmasq = next(f.text for f in validated.files if f.path == "pxe/dnsmasq.conf").splitlines()
+    assert "dhcp-option=option:dns-server,10.20.0.2,10.20.0.3" in dnsmasq
+
+
+def test_on_bare_metal_the_controllers_serve_the_names_the_pulling_nodes_hosts_file_lacks() -> None:
+    """Compute nodes' /etc/hosts lists only the controllers and login nodes; the controllers answer the rest
+    over DNS, every node asks them first (resolv.conf keeps three), and they ask the site's servers for
+    every other name, never themselves."""
+    validated = load_and_validate(EXAMPLES / "onprem-h100-256.yaml")
+    gv = group_vars(validated.plan)
+    assert gv["clusterctl_serve_names"] is True
+    assert gv["common_dns_servers"] == ["10.20.0.10", "10.20.0.11", "10.20.0.2"]
+    assert gv["common_dns_search"] == ["atlas.internal"]
+    assert gv["clusterctl_names_upstream"] == ["10.20.0.2", "10.20.0.3"]
+    served = next(f.text for f in validated.files if f.path == "hosts")
+    assert "10.20.0.44 gpu032.atlas.internal gpu032" in served.splitlines()
+
+
+def test_a_controller_named_as_a_site_server_is_not_its_own_upstream(tmp_path: Path) -> None:
+    def own(data: dict[str, Any]) -> None:
+        data["site"]["dns_servers"] = ["10.20.0.10", "10.20.0.3"]
+
+    gv = group_vars(load_and_validate(mutated(tmp_path, own)).plan)
+    assert gv["clusterctl_names_upstream"] == ["10.20.0.3"]
+    assert gv["common_dns_servers"] == ["10.20.0.10", "10.20.0.11", "10.20.0.3"]
+
+
+def test_where_the_provider_resolves_names_the_controllers_serve_none() -> None:
+    for example in ("local.yaml", "local-burst.yaml"):
+        gv = group_vars(load_and_validate(EXAMPLES / example).plan)
+        assert "clusterctl_serve_names" not in gv, example
 
 
 def test_without_site_nothing_changes_on_the_nodes() -> None:
