@@ -35,6 +35,8 @@ import bcrypt
 import pytest
 
 from clusterctl.environ import Env
+from clusterctl.pipeline import load_and_validate
+from clusterctl.run.providers.baremetal import power_states
 from clusterctl.run.redfish import (
     MAX_ANSWER_BYTES,
     BmcAnswerError,
@@ -48,6 +50,7 @@ from clusterctl.run.redfish import (
     RedfishError,
 )
 from clusterctl.run.redfish_provider import RedfishNodeProvider
+from tests.conftest import EXAMPLES
 from tests.integration.redfish_servers import Answer, RawServer, RecordingServer, TlsFiles, make_tls
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -586,3 +589,30 @@ def test_provider_reports_junk_as_a_redfish_error(fake_sshd: int, no_env_creds: 
         }
         with pytest.raises(BmcAnswerError, match="not JSON"):
             RedfishNodeProvider().create(props)
+
+
+def test_up_names_a_machine_its_bmc_says_is_off_and_no_other(
+    emulator: Emulator, creds: BmcCredentials, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up`'s wait asks the BMCs of the machines that have not reported: one that is off is named at
+    once; one that is on, or whose BMC does not answer, is left to the wait's timeout."""
+    monkeypatch.setenv(Env.BMC_USER, USER)
+    monkeypatch.setenv(Env.BMC_PASSWORD, PASSWORD)
+    plan = load_and_validate(EXAMPLES / "onprem-h100-256.yaml").plan
+    bm = plan.baremetal
+    assert bm is not None
+    bmcs = {"gpu001": emulator.url, "gpu002": f"https://127.0.0.1:{_free_port()}"}
+    machines = [m.model_copy(update={"bmc": bmcs.get(m.hostname, m.bmc)}) for m in bm.machines]
+    bmc = bm.bmc.model_copy(update={"ca_bundle": emulator.ca_pem})
+    plan = plan.model_copy(update={"baremetal": bm.model_copy(update={"machines": machines, "bmc": bmc})})
+    client = _client(emulator, creds)
+    client.power_off()
+    _wait_state(client, "Off")
+    assert power_states(plan, ["gpu001", "gpu002"]) == {"gpu001": "powered off"}
+    assert power_states(plan, ["gpu002"]) == {}
+    monkeypatch.delenv(Env.BMC_USER)
+    assert power_states(plan, ["gpu001"]) == {}, "asked without the credentials of up's environment"
+    client.reset("On")
+    _wait_state(client, "On")
+    monkeypatch.setenv(Env.BMC_USER, USER)
+    assert power_states(plan, ["gpu001", "gpu002"]) == {}

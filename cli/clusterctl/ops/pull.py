@@ -44,7 +44,7 @@ PUBLISH_TIMEOUT_S = 300.0
 PUBLISH = f"{bundle.BUNDLES_PATH} publish {bundle.SERVER_ROOT}"
 
 # A machine the provider reports in one of these states will not report: it is named at once.
-DEAD_MACHINES = frozenset({"exited", "dead", "missing", "stopped", "terminated", "removing"})
+DEAD_MACHINES = frozenset({"exited", "dead", "missing", "stopped", "terminated", "removing", "powered off"})
 
 Layers = tuple[tuple[str, str], ...]
 
@@ -213,7 +213,7 @@ def wait(
     events: EventBus,
     *,
     timeout: float = DEFAULT_APPLY_TIMEOUT_S,
-    machines: Callable[[], Mapping[str, str]] | None = None,
+    machines: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
     poll: float = POLL_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -226,7 +226,8 @@ def wait(
         generation: The generation ``up`` published.
         events: Where "N of M applied" and each node's outcome go.
         timeout: One deadline for every node together.
-        machines: The provider's state of each machine (read at most every ``10 * poll``).
+        machines: The provider's state of the machines still waiting, given their names (read at most
+            every ``10 * poll``); a machine it calls dead is named then, not at the timeout.
         poll: Seconds between two reads.
         clock: The monotonic clock.
         sleep: How to wait between two reads.
@@ -269,7 +270,7 @@ def wait(
         now = clock()
         if machines is not None and now - checked_machines >= 10 * poll:
             checked_machines = now
-            states = machines()
+            states = machines(list(waiting))
             for host in [h for h in waiting if states.get(h, "running") in DEAD_MACHINES]:
                 waiting.remove(host)
                 message = (

@@ -586,12 +586,18 @@ class _Puller:
             except SlurmError:
                 return {}
 
-        machines = None
+        machines: Callable[[Sequence[str]], Mapping[str, str]] | None = None
         if plan.cluster.provider == "local":
             provider = for_kind(plan.cluster.provider)
 
-            def machines() -> Mapping[str, str]:
+            def machines(waiting: Sequence[str]) -> Mapping[str, str]:
                 return provider.status(plan, state.path)
+
+        elif plan.cluster.provider == "baremetal":
+            from clusterctl.run.providers.baremetal import power_states
+
+            def machines(waiting: Sequence[str]) -> Mapping[str, str]:
+                return power_states(plan, waiting)
 
         waited = pull.wait(read, run.pulled, generation, events, timeout=run.options.apply_timeout, machines=machines)
         return ConfigureResult(

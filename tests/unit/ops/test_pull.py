@@ -184,7 +184,8 @@ def test_silent_nodes_are_named_once_after_one_deadline_for_all() -> None:
     assert clock[0] <= 32, "one timeout for all the nodes, not one each"
 
 
-def test_a_stopped_machine_is_named_as_soon_as_the_provider_says_so() -> None:
+@pytest.mark.parametrize("dead", ["exited", "powered off"])
+def test_a_stopped_machine_is_named_as_soon_as_the_provider_says_so(dead: str) -> None:
     clock = [0.0]
     applying = Applied(7, "a" * 16, APPLYING, at=1)
     slurm = Slurm([{"gpu001": Applied(7, "a" * 16, OK, at=1), "gpu002": applying}])
@@ -202,12 +203,12 @@ def test_a_stopped_machine_is_named_as_soon_as_the_provider_says_so() -> None:
         poll=1,
         clock=lambda: clock[0],
         sleep=sleep,
-        machines=lambda: {"gpu001": "running", "gpu002": "exited"},
+        machines=lambda waiting: {"gpu001": "running", "gpu002": dead} if waiting == ["gpu002"] else {},
     )
     (failure,) = result.failures
     assert failure.host == "gpu002"
     assert failure.unreachable
-    assert "its machine is exited" in failure.message
+    assert f"its machine is {dead}" in failure.message
     assert "started applying bundle" in failure.message
     assert clock[0] < 60
 

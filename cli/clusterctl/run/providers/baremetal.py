@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -49,7 +49,7 @@ from clusterctl.run.pulumi import (
     output_mapping,
     require_pulumi_cli,
 )
-from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishError, tls_context
+from clusterctl.run.redfish import BmcCredentials, BmcTransport, RedfishClient, RedfishError, tls_context
 from clusterctl.run.sshkeys import HOST_KEYS_DIR, KeyPair, ensure_client_key, ensure_host_keys
 from clusterctl.run.state import StateDir
 
@@ -189,6 +189,48 @@ def check_bmc_transport(bm: BaremetalPlan, events: EventBus) -> None:
         raise ProviderError(str(exc)) from None
     for warning in transport.warnings():
         events.info(warning, phase=PHASE, status="warning")
+
+
+# One BMC question per machine still waiting, at most every 10 polls of `up`'s wait: a BMC slow to
+# answer costs that wait this long, not the default's 30 s.
+POWER_STATE_TIMEOUT_S = 10.0
+
+
+def power_states(plan: Plan, hosts: Sequence[str], *, workers: int = 8) -> dict[str, str]:
+    """``powered off`` for each of ``hosts`` whose BMC says its machine is off; nothing for the others.
+
+    For ``up``'s wait on pulling nodes: a machine that is off never reports, so it is named at once,
+    not when --apply-timeout runs out. A BMC that does not answer, or answers anything else, says
+    nothing here (the wait goes on, and its timeout names the node). Only with the credentials in
+    ``up``'s environment: those kept as the stack's Pulumi secrets are the engine's to read.
+    """
+    bm = plan.baremetal
+    credentials = BmcCredentials.from_env()
+    if bm is None or credentials is None:
+        return {}
+    wanted = set(hosts)
+    machines = [m for m in bm.machines if m.hostname in wanted]
+    settings = bm.bmc
+
+    def ask(bmc: str) -> str | None:
+        try:
+            client = RedfishClient(
+                bmc,
+                credentials,
+                verify_tls=settings.verify_tls,
+                ca_bundle=settings.ca_bundle,
+                insecure_http=settings.insecure_http,
+                timeout=POWER_STATE_TIMEOUT_S,
+            )
+            return client.power_state()
+        except RedfishError:
+            return None
+
+    if not machines:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(workers, len(machines))) as pool:
+        answers = list(pool.map(ask, [m.bmc for m in machines]))
+    return {m.hostname: "powered off" for m, state in zip(machines, answers, strict=True) if state == "Off"}
 
 
 def check_images(plan: Plan) -> None:
