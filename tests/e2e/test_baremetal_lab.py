@@ -294,7 +294,11 @@ def extra(lab_cluster: LabCluster) -> Iterator[Path]:
     folder = lab_cluster.root / "extra"
     folder.mkdir(exist_ok=True)
     text = lab_cluster.spec.read_text()
-    text = text.replace("  - {group: ram,", EXTRA_GROUP + "  - {group: ram,")
+    # After the last group: addresses follow the groups' order, and no machine of the cluster may move
+    # (up refuses a spec that moves one: the stack would make it again).
+    ram = "  - {group: ram, role: compute, hardware: vm, count: 2, spares: 1}\n"
+    assert ram in text
+    text = text.replace(ram, ram + EXTRA_GROUP)
     text = text.replace("groups: {ram: stateless}", "groups: {ram: stateless, extra: stateless}")
     text = text.replace("groups: [disk, ram]", "groups: [disk, ram, extra]")
     # Short for the failures that end only when the node never answers (still long enough to boot).

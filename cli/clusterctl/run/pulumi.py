@@ -431,8 +431,17 @@ class PulumiStack:
         return DestroySummary(changes=changes, seconds=time.monotonic() - started)
 
     def outputs(self) -> StackOutputs:
-        """The stack's current outputs."""
-        raw = self.stack(configure=False).outputs()
+        """The stack's current outputs.
+
+        Raises:
+            PulumiError: the stack cannot be read.
+        """
+        from pulumi import automation as auto
+
+        try:
+            raw = self.stack(configure=False).outputs()
+        except auto.CommandError as exc:
+            raise PulumiError(f"pulumi could not read the outputs of {self.target.stack}: {_last_lines(exc)}") from None
         return StackOutputs(
             values={k: v.value for k, v in raw.items()}, secret=frozenset(k for k, v in raw.items() if v.secret)
         )

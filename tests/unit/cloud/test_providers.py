@@ -35,6 +35,9 @@ class FakeStack:
         self.calls: list[str] = []
         FakeStack.instances.append(self)
 
+    def outputs(self) -> pulumi_adapter.StackOutputs:
+        return pulumi_adapter.StackOutputs(values={})  # no machine made yet
+
     def preview(self) -> PreviewSummary:
         self.calls.append("preview")
         return PreviewSummary(changes={"create": 40})

@@ -27,12 +27,13 @@ from clusterctl.run.providers import baremetal as baremetal_module
 from clusterctl.run.providers.baremetal import (
     BaremetalProvider,
     check_images,
+    check_no_machine_moves,
     console_tail,
     drive_stack_with,
     with_consoles,
 )
 from clusterctl.run.providers.base import ProviderError
-from clusterctl.run.pulumi import PulumiError, UpSummary
+from clusterctl.run.pulumi import PulumiError, StackOutputs, UpSummary
 from clusterctl.run.sshkeys import ensure_host_keys
 from tests.conftest import EXAMPLES
 
@@ -105,11 +106,58 @@ def test_machines_without_their_image_are_refused_before_any_is_touched() -> Non
         check_images(debian)
 
 
+def test_a_spec_that_moves_machines_the_stack_has_is_refused_before_any_is_touched() -> None:
+    """A group added before the others renumbers the machines after it; each would be made again."""
+    machines = PLAN.baremetal.machines
+    recorded = {m.hostname: m.address for m in machines}
+    check_no_machine_moves(PLAN, recorded)
+    check_no_machine_moves(PLAN, {})  # nothing made yet
+    # The stack made gpu031 and gpu032 at other addresses (and a machine no longer in the plan).
+    moved = {**recorded, "gpu031": "10.20.0.42", "gpu032": "10.20.0.43\x1b[2J", "gone001": "10.20.0.99"}
+    with pytest.raises(ProviderError) as info:
+        check_no_machine_moves(PLAN, moved)
+    message = str(info.value)
+    assert "moves 2 machine(s)" in message
+    assert "  gpu031: 10.20.0.42 -> 10.20.0.43" in message
+    assert "\x1b" not in message
+    assert "gpu030" not in message
+    assert "gone001" not in message
+    assert message.endswith("No machine was touched.")
+
+
+def test_up_refuses_the_move_before_the_stack_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    class Made:
+        def __init__(self, *_: Any, **__: Any) -> None:
+            pass
+
+        def outputs(self) -> StackOutputs:
+            nodes = {m.hostname: m.address for m in PLAN.baremetal.machines}
+            return StackOutputs(values={"nodes": {**nodes, "gpu001": "10.20.0.200"}})
+
+        def up(self) -> UpSummary:
+            ran.append("up")
+            raise AssertionError("the stack ran")
+
+    monkeypatch.setattr(baremetal_module, "PulumiStack", Made)
+    monkeypatch.setattr(baremetal_module, "require_pulumi_cli", lambda: "/usr/bin/pulumi")
+    provider = BaremetalProvider(serve_host_keys=Serve())
+    build = tmp_path / "build"
+    render(VALIDATED, build)
+    with pytest.raises(ProviderError, match=r"gpu001: 10\.20\.0\.200 -> 10\.20\.0\.13"):
+        provider.provision(PLAN, build, tmp_path / "state", yes=True, events=EventBus())
+    assert ran == []
+
+
 class Failing:
     """A stack whose machines did not come up (the engine's error names the machine)."""
 
     def __init__(self, *_: Any, **__: Any) -> None:
         pass
+
+    def outputs(self) -> StackOutputs:
+        return StackOutputs(values={})
 
     def up(self) -> UpSummary:
         raise PulumiError("up of atlas failed:\n  gpu001: 10.20.0.14:22 did not answer within 60 s (powered off again)")

@@ -33,7 +33,7 @@ from clusterctl.run.hostkey_server import (
 )
 from clusterctl.run.providers import baremetal as baremetal_module
 from clusterctl.run.providers.base import ProviderError
-from clusterctl.run.pulumi import UpSummary
+from clusterctl.run.pulumi import StackOutputs, UpSummary
 from clusterctl.run.redfish import NodeNotReadyError, check_host_key
 from clusterctl.run.redfish_provider import RedfishNodeProvider
 from clusterctl.run.sshkeys import ensure_host_keys, generate_ed25519, public_of
@@ -131,6 +131,9 @@ class FakeStack:
         self.plan = plan
         self.host_keys = kwargs.get("host_keys") or {}
         FakeStack.instances.append(self)
+
+    def outputs(self) -> StackOutputs:
+        return StackOutputs(values={})  # a stack that has made no machine yet
 
     def up(self) -> UpSummary:
         keys = FakeStack.recorded or {name: pair.public for name, pair in self.host_keys.items()}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 from clusterctl.plan.models import BaremetalPlan, Plan
 from clusterctl.remote import Executor, Sender, run_many
 from clusterctl.render.builddir import BuildDirError, write_run_file
+from clusterctl.render.escape import printable
 from clusterctl.render.pulling import pulls
 from clusterctl.run import pull_bootstrap
 from clusterctl.run.events import EventBus
@@ -191,6 +192,8 @@ def check_bmc_transport(bm: BaremetalPlan, events: EventBus) -> None:
         events.info(warning, phase=PHASE, status="warning")
 
 
+# The moved machines an error lists before "... and N more".
+MAX_MOVED_SHOWN = 20
 # One BMC question per machine still waiting, at most every 10 polls of `up`'s wait: a BMC slow to
 # answer costs that wait this long, not the default's 30 s.
 POWER_STATE_TIMEOUT_S = 10.0
@@ -231,6 +234,36 @@ def power_states(plan: Plan, hosts: Sequence[str], *, workers: int = 8) -> dict[
     with ThreadPoolExecutor(max_workers=min(workers, len(machines))) as pool:
         answers = list(pool.map(ask, [m.bmc for m in machines]))
     return {m.hostname: "powered off" for m, state in zip(machines, answers, strict=True) if state == "Off"}
+
+
+def check_no_machine_moves(plan: Plan, recorded: Mapping[str, str]) -> None:
+    """Refuse a plan that gives a machine the stack already made another address, before any is touched.
+
+    Why: the plan numbers addresses in the spec's order of node groups, so a group added before
+    others (or a count raised in an earlier group) moves every later machine; the stack then makes
+    each moved machine again: a PXE boot that wipes an installed disk, or a reboot from the network.
+    ``recorded``: host name -> address, the stack's ``nodes`` output.
+
+    Raises:
+        ProviderError: one machine or more would move; names each, old and new address.
+    """
+    bm = plan.baremetal
+    if bm is None:
+        return
+    moved = [m for m in bm.machines if m.hostname in recorded and recorded[m.hostname] != m.address]
+    if not moved:
+        return
+    lines = "\n".join(
+        f"  {m.hostname}: {printable(recorded[m.hostname])} -> {m.address}" for m in moved[:MAX_MOVED_SHOWN]
+    )
+    more = f"\n  ... and {len(moved) - MAX_MOVED_SHOWN} more" if len(moved) > MAX_MOVED_SHOWN else ""
+    raise ProviderError(
+        f"this spec moves {len(moved)} machine(s) the cluster already has to another address, and the "
+        f"stack would make each again (PXE, its disk wiped when installed):\n{lines}{more}\n"
+        "Addresses follow the order of the spec's node groups: add new groups after the existing ones, "
+        "and raise a count only in the last group. To install a machine again on purpose, take it out of "
+        "machines.csv, run `clusterctl up`, then put it back. No machine was touched."
+    )
 
 
 def check_images(plan: Plan) -> None:
@@ -391,6 +424,11 @@ class BaremetalProvider:
             host_keys={name: KeyPair(private="", public=line) for name, line in public.items()},
             events=events,
         )
+        try:
+            recorded = output_mapping(stack.outputs().values, "nodes", plan.cluster.name)
+        except PulumiError:
+            recorded = {}  # no stack yet, or none readable: the engine's own errors come with `up` below
+        check_no_machine_moves(plan, recorded)
         grants = [
             HostKeyGrant(m.hostname, m.address, m.mac, pairs[m.hostname].public, pairs[m.hostname].private)
             for m in bm.machines
