@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.unit.collection.modules import load
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE = (
@@ -18,13 +18,7 @@ MODULE = (
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("clusterctl_package_facts_module", MODULE)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load("clusterctl_package_facts_module", MODULE)
 
 
 def test_installed_versions_count_and_removed_ones_do_not() -> None:

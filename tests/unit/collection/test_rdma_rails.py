@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.conftest import RDMA_RAILS_MODULE
+from tests.unit.collection.modules import load
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE = RDMA_RAILS_MODULE
@@ -17,13 +16,7 @@ SYSFS = ROOT / "tests" / "fixtures" / "sysfs"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("clusterctl_rdma_rails_module", MODULE)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load("clusterctl_rdma_rails_module", MODULE)
 
 
 @pytest.mark.parametrize(

@@ -8,31 +8,21 @@ the tests run as root or not.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import os
 import stat
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
+from tests.unit.collection.modules import load
 
 ROOT = Path(__file__).resolve().parents[3]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "clusterctl" / "node"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sync_files = _load("clusterctl_sync_files_module", COLLECTION / "plugins" / "modules" / "sync_files.py")
+sync_files = load("clusterctl_sync_files_module", COLLECTION / "plugins" / "modules" / "sync_files.py")
 SyncError = sync_files.SyncError
 
 
@@ -376,7 +366,7 @@ ansible_action = pytest.importorskip("ansible.plugins.action")
 def _action(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: dict[str, Any], no_log: bool = False
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    action_module = _load("clusterctl_sync_files_action", COLLECTION / "plugins" / "action" / "sync_files.py")
+    action_module = load("clusterctl_sync_files_action", COLLECTION / "plugins" / "action" / "sync_files.py")
     calls: list[dict[str, Any]] = []
     action = action_module.ActionModule.__new__(action_module.ActionModule)
     action._task = SimpleNamespace(args=args, no_log=no_log)
@@ -452,7 +442,7 @@ def test_action_refuses_malformed_entries(tmp_path: Path, entry: dict[str, Any],
     def missing(kind: str, needle: str) -> str:
         raise AnsibleError("not found")
 
-    action_module = _load("clusterctl_sync_files_action", COLLECTION / "plugins" / "action" / "sync_files.py")
+    action_module = load("clusterctl_sync_files_action", COLLECTION / "plugins" / "action" / "sync_files.py")
     action = action_module.ActionModule.__new__(action_module.ActionModule)
     action._task = SimpleNamespace(args={"files": [entry]}, no_log=False)
     action._find_needle = missing
