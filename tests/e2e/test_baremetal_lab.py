@@ -353,7 +353,7 @@ def test_an_archive_with_another_checksum_is_refused_by_the_node(lab_cluster: La
     assert re.search(r"\n  extra001: 10\.231\.0\.14:22 did not answer within \d+ s", output), output[-3000:]
     assert "(powered off again)" in output
     assert "last lines of extra001's console" in output
-    assert re.search(r"clusterctl: http://\S+ has sha256 [0-9a-f]{64}, not [0-9a-f]{64}: refusing to boot it", output)
+    assert re.search(r"clusterctl: refusing to boot http://\S+: its sha256 is [0-9a-f]{64}, not the locked", output)
     assert _domain_state("extra001") == "shut off"
     _unchanged(lab_cluster, before)
 

@@ -269,7 +269,8 @@ mountroot() {
 	clusterctl_got="$(sha256sum "$clusterctl_archive" | cut -d ' ' -f 1)"
 	if [ "$clusterctl_got" != "$CLUSTERCTL_SHA256" ]; then
 		rm -f "$clusterctl_archive"
-		clusterctl_fail "$CLUSTERCTL_URL has sha256 $clusterctl_got, not $CLUSTERCTL_SHA256: refusing to boot it"
+		# The verdict first: a console line quoted in `up`'s summary is cut at 240 characters.
+		clusterctl_fail "refusing to boot $CLUSTERCTL_URL: its sha256 is $clusterctl_got, not the locked $CLUSTERCTL_SHA256"
 	fi
 
 	if [ "$CLUSTERCTL_MODE" = install ]; then

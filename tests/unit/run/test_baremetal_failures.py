@@ -39,14 +39,15 @@ from tests.conftest import EXAMPLES
 
 VALIDATED = load_and_validate(EXAMPLES / "onprem-h100-256.yaml")
 PLAN = VALIDATED.plan
+ARCHIVE = "http://10.20.0.2:8080/images/clusterctl-ubuntu-22.04-a37b78055ae6.tar.zst"
 # What a BIOS machine's console holds when the initramfs refuses the archive: SeaBIOS and iPXE
 # drawing their screens, the kernel, then the boot script's own line and busybox's shell.
 CONSOLE = (
     "\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n"
     "iPXE initialising devices...ok\r\n\x1b[05;02H\x1b[0;41;1m  run image stateless  (3)\x1b[0m\r\n"
     "[    2.000000] Run /init as init process\r\n"
-    "Begin: clusterctl: fetching http://10.20.0.2:8080/images/a.tar.zst ... done.\r\n"
-    "clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff, not a1a1: refusing to boot it\r\n"
+    f"Begin: clusterctl: fetching {ARCHIVE} ... done.\r\n"
+    f"clusterctl: refusing to boot {ARCHIVE}: its sha256 is {'d4' * 32}, not the locked {'99' * 32}\r\n"
     + "".join(f"line {i}\r\n" for i in range(12))
     + "(initramfs) \x1b[6n"
 )
@@ -63,7 +64,8 @@ def test_the_console_tail_keeps_the_nodes_own_words(tmp_path: Path) -> None:
     _console(tmp_path, "gpu001")
     tail = console_tail(tmp_path, "gpu001")
     assert len(tail) == 8
-    assert tail[0].startswith("clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff, not a1a1")
+    assert tail[0].startswith(f"clusterctl: refusing to boot {ARCHIVE}: its sha256 is {'d4' * 32}, not the locked 99")
+    assert tail[0].endswith("...")  # longer than a quoted line may be
     assert tail[-1] == "(initramfs)"
     assert not any("\x1b" in line or "\r" in line for line in tail)
     assert console_tail(tmp_path, "gpu002") == []  # no console recorded
@@ -74,7 +76,7 @@ def test_only_the_machines_the_error_names_get_their_console(tmp_path: Path) -> 
     _console(tmp_path, "gpu0011", "something else\n")
     message = with_consoles("up failed:\n  gpu001: 10.20.0.14:22 did not answer", tmp_path, ["gpu001", "gpu0011"])
     assert f"last lines of gpu001's console ({tmp_path / 'lab' / 'gpu001.console.log'}):" in message
-    assert "  clusterctl: http://10.20.0.2:8080/images/a.tar.zst has sha256 00ff" in message
+    assert f"  clusterctl: refusing to boot {ARCHIVE}: its sha256 is {'d4' * 32}" in message
     assert "gpu0011" not in message
 
 
@@ -194,7 +196,8 @@ def test_a_machine_that_does_not_come_up_is_named_with_its_console(engine: None,
     message = str(info.value)
     assert message.splitlines()[1] == "  gpu001: 10.20.0.14:22 did not answer within 60 s (powered off again)"
     assert "last lines of gpu001's console" in message
-    assert "refusing to boot it" in message
+    # The line is longer than a quoted console line may be: the verdict and the archive come first.
+    assert f"  clusterctl: refusing to boot {ARCHIVE}: its sha256 is {'d4' * 32}, not the locked 99" in message
 
 
 def test_without_a_stand_in_the_engine_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
