@@ -386,6 +386,9 @@ def test_a_machine_whose_mac_is_wrong_never_pxe_boots(lab_cluster: LabCluster, e
     assert re.search(r"\n  extra001: 10\.231\.0\.14:22 did not answer within \d+ s after the PXE boot", output)
     assert "get its lease from dnsmasq" in output
     assert "last lines of extra001's console" in output
+    # The firmware's own words (OVMF: no DHCP offer), not the earlier boot's refused archive.
+    assert "  PXE-E18: Server response timeout." in output, output[-3000:]
+    assert "refusing to boot" not in output
     assert _domain_state("extra001") == "shut off"
     _unchanged(lab_cluster, before)
 

@@ -45,6 +45,7 @@ ARCHIVE = "http://10.20.0.2:8080/images/clusterctl-ubuntu-22.04-a37b78055ae6.tar
 CONSOLE = (
     "\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n"
     "iPXE initialising devices...ok\r\n\x1b[05;02H\x1b[0;41;1m  run image stateless  (3)\x1b[0m\r\n"
+    "[    0.000000] Linux version 6.1.0-50-amd64 (debian-kernel@lists.debian.org) #1 SMP Debian 6.1.164-1\r\n"
     "[    2.000000] Run /init as init process\r\n"
     f"Begin: clusterctl: fetching {ARCHIVE} ... done.\r\n"
     f"clusterctl: refusing to boot {ARCHIVE}: its sha256 is {'d4' * 32}, not the locked {'99' * 32}\r\n"
@@ -69,6 +70,49 @@ def test_the_console_tail_keeps_the_nodes_own_words(tmp_path: Path) -> None:
     assert tail[-1] == "(initramfs)"
     assert not any("\x1b" in line or "\r" in line for line in tail)
     assert console_tail(tmp_path, "gpu002") == []  # no console recorded
+
+
+# A UEFI machine's next boot, its MAC unknown to the PXE server: OVMF's network boot options fail one
+# after another and it ends in the EFI shell (the lab's consoles, appended across boots).
+NO_DHCP_ANSWER = (
+    "\x1b[2J\x1b[01;01H>>Start PXE over IPv4.\r\n"
+    "  PXE-E18: Server response timeout.\r\n"
+    'BdsDxe: failed to load Boot0001 "UEFI PXEv4 (MAC:525400C71005)" from PciRoot(0x0)/Pci(0x1,0x0): Not Found\r\n'
+    ">>Start PXE over IPv6.\r\n"
+    "  PXE-E16: No valid offer received.\r\n"
+    'BdsDxe: failed to load Boot0002 "UEFI PXEv6 (MAC:525400C71005)" from PciRoot(0x0)/Pci(0x1,0x0): Not Found\r\n'
+    ">>Start HTTP Boot over IPv4.\r\n"
+    "  Error: Could not retrieve NBP file size from HTTP server.\r\n"
+    'BdsDxe: failed to load Boot0003 "UEFI HTTPv4 (MAC:525400C71005)" from PciRoot(0x0)/Pci(0x1,0x0): Not Found\r\n'
+    'BdsDxe: loading Boot0005 "EFI Internal Shell" from Fv(7CB8BDC9-F8EB-4F34-AAEA-3EE4AF6516A1)\r\n'
+    "\x1b[2J\x1b[01;01HUEFI Interactive Shell v2.2\r\nEDK II\r\nUEFI v2.70 (EDK II, 0x00010000)\r\n"
+    "Mapping table\r\nmap: No mapping found.\r\n"
+    "Press ESC in 5 seconds to skip startup.nsh or any other key to continue.\r\n"
+    "\x1b[1m\x1b[33m\x1b[40mShell> \x1b[0m"
+)
+
+
+def test_a_boot_that_never_reached_the_network_shows_the_firmwares_words_not_an_earlier_boots(
+    tmp_path: Path,
+) -> None:
+    _console(tmp_path, "gpu001", CONSOLE + "\r\n" + NO_DHCP_ANSWER)
+    tail = console_tail(tmp_path, "gpu001")
+    assert len(tail) == 8
+    assert not [line for line in tail if line.startswith("clusterctl: ")]  # the earlier boot's refusal
+    assert tail[:2] == [
+        "PXE-E18: Server response timeout.",
+        'BdsDxe: failed to load Boot0001 "UEFI PXEv4 (MAC:525400C71005)" from PciRoot(0x0)/Pci(0x1,0x0): Not Found',
+    ]
+    assert tail[-1] == "Shell>"
+
+
+def test_a_firmware_failure_the_kernel_followed_is_an_earlier_boots(tmp_path: Path) -> None:
+    """The PXE failure, then a boot that reached Linux and stopped in the initramfs: that boot's words."""
+    _console(tmp_path, "gpu001", NO_DHCP_ANSWER + "\r\n" + CONSOLE)
+    tail = console_tail(tmp_path, "gpu001")
+    assert not [line for line in tail if "PXE-E" in line]
+    assert tail[0].startswith(f"clusterctl: refusing to boot {ARCHIVE}")
+    assert tail[-1] == "(initramfs)"
 
 
 def test_only_the_machines_the_error_names_get_their_console(tmp_path: Path) -> None:

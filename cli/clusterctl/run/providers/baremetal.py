@@ -66,6 +66,15 @@ IMAGE_RECORD = "/etc/clusterctl/image.sha256"
 _CONSOLE_TAIL_BYTES = 64 * 1024
 # Terminal control sequences firmware and boot loaders draw their menus with.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]")
+# A console keeps every boot. The firmware speaking starts a boot (SeaBIOS, iPXE, OVMF's boot manager);
+# the kernel's banner starts the operating system's part of one.
+_FIRMWARE = re.compile(r"SeaBIOS \(version|iPXE |>>Start |BdsDxe: ")
+_KERNEL = re.compile(r"\bLinux version \d")
+# Why a network boot stopped in the firmware: UEFI's PXE errors and boot manager, iPXE, SeaBIOS.
+_FIRMWARE_FAILURE = re.compile(
+    r"PXE-E[0-9A-F]{2}|BdsDxe: failed to load|No configuration methods succeeded|No bootable device"
+)
+_FIRMWARE_FAILURE_LINES = 2
 
 
 class StackEngine(Protocol):
@@ -120,8 +129,11 @@ def _stack(plan: Plan, build_dir: Path, state_dir: Path, **kwargs: Any) -> Stack
 def console_tail(build_dir: Path, hostname: str, lines: int = CONSOLE_LINES) -> list[str]:
     """The last lines of a machine's recorded serial console (empty when none is recorded).
 
-    Control sequences are dropped and each line is shown as text (run/failure_cause.py); a
-    ``clusterctl:`` line of the initramfs (why the boot stopped) is kept even when more lines follow.
+    Control sequences are dropped and each line is shown as text (run/failure_cause.py). Why the
+    last boot stopped is kept even when more lines follow: the initramfs' ``clusterctl:`` line, or
+    the firmware's first words on a network boot that failed (a PXE error, no DHCP offer). Words of
+    an earlier boot are not: a ``clusterctl:`` line the firmware spoke after, a firmware failure
+    the kernel's banner followed.
     """
     path = build_dir / CONSOLE_DIR / f"{hostname}.console.log"
     try:
@@ -132,11 +144,14 @@ def console_tail(build_dir: Path, hostname: str, lines: int = CONSOLE_LINES) -> 
         return []
     text = _ESCAPES.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
     kept = [shown(line) for line in text.split("\n") if line.strip()]
-    tail = kept[-lines:]
-    ours = [line for line in kept if line.startswith("clusterctl: ")]
-    if ours and ours[-1] not in tail:
-        tail = [ours[-1], *tail[1:]]
-    return tail
+    firmware = [i for i, line in enumerate(kept) if _FIRMWARE.search(line)]
+    kernel = [i for i, line in enumerate(kept) if _KERNEL.search(line)]
+    ours = [i for i, line in enumerate(kept) if line.startswith("clusterctl: ") and not (firmware and firmware[-1] > i)]
+    failed = [i for i, line in enumerate(kept) if _FIRMWARE_FAILURE.search(line) and not (kernel and kernel[-1] > i)]
+    why = ours[-1:] if ours else failed[:_FIRMWARE_FAILURE_LINES]
+    shown_from = len(kept) - lines
+    early = [kept[i] for i in why if i < shown_from]
+    return early + kept[max(0, shown_from + len(early)) :]
 
 
 def with_consoles(message: str, build_dir: Path, hostnames: list[str]) -> str:
