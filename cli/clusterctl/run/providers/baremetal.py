@@ -144,10 +144,10 @@ def console_tail(build_dir: Path, hostname: str, lines: int = CONSOLE_LINES) -> 
         return []
     text = _ESCAPES.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
     kept = [shown(line) for line in text.split("\n") if line.strip()]
-    firmware = [i for i, line in enumerate(kept) if _FIRMWARE.search(line)]
-    kernel = [i for i, line in enumerate(kept) if _KERNEL.search(line)]
-    ours = [i for i, line in enumerate(kept) if line.startswith("clusterctl: ") and not (firmware and firmware[-1] > i)]
-    failed = [i for i, line in enumerate(kept) if _FIRMWARE_FAILURE.search(line) and not (kernel and kernel[-1] > i)]
+    last_firmware = max((i for i, line in enumerate(kept) if _FIRMWARE.search(line)), default=-1)
+    last_kernel = max((i for i, line in enumerate(kept) if _KERNEL.search(line)), default=-1)
+    ours = [i for i, line in enumerate(kept) if i > last_firmware and line.startswith("clusterctl: ")]
+    failed = [i for i, line in enumerate(kept) if i > last_kernel and _FIRMWARE_FAILURE.search(line)]
     why = ours[-1:] if ours else failed[:_FIRMWARE_FAILURE_LINES]
     shown_from = len(kept) - lines
     early = [kept[i] for i in why if i < shown_from]
